@@ -1,0 +1,67 @@
+"""inboxguard: effectively-once message consumers.
+
+The inbox records each business command's ID and payload digest in the same
+database transaction as the consumer's own changes: both commit or neither
+does. See ``docs/guarantees.md`` for exactly what holds, and where.
+"""
+
+from __future__ import annotations
+
+from inboxguard._command import command_id_for
+from inboxguard._context import current_session
+from inboxguard._dberrors import is_retryable
+from inboxguard._digest import digest_of
+from inboxguard._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.errors import (
+    BeyondRetentionError,
+    CommandRejectedError,
+    ConfigurationError,
+    EffectError,
+    EffectOutcomeUnknownError,
+    InboxGuardError,
+    InProgressError,
+    InvalidCommandError,
+    InvalidTransitionError,
+    NoActiveGuardError,
+    PayloadEncodingError,
+    PayloadMismatchError,
+    ProviderRejectedError,
+    ReconciliationRequiredError,
+    RetentionMisalignedError,
+    StaleLeaseError,
+    UnsupportedDialectError,
+)
+from inboxguard.inbox import Inbox
+from inboxguard.retention import RetentionPolicy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BeyondRetentionError",
+    "CommandRejectedError",
+    "ConfigurationError",
+    "EffectError",
+    "EffectOutcomeUnknownError",
+    "InProgressError",
+    "Inbox",
+    "InboxEntry",
+    "InboxGuardError",
+    "InboxRecord",
+    "InvalidCommandError",
+    "InvalidTransitionError",
+    "NoActiveGuardError",
+    "PayloadEncodingError",
+    "PayloadMismatchError",
+    "ProviderRejectedError",
+    "QuarantineReason",
+    "QuarantineRecord",
+    "ReconciliationRequiredError",
+    "RetentionMisalignedError",
+    "RetentionPolicy",
+    "StaleLeaseError",
+    "UnsupportedDialectError",
+    "command_id_for",
+    "current_session",
+    "digest_of",
+    "is_retryable",
+]

@@ -1,0 +1,115 @@
+"""Validation of identities, and command IDs derived from business intent."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import hashlib
+import re
+import uuid
+from decimal import Decimal
+from urllib.parse import quote
+
+from inboxguard.errors import InvalidCommandError
+
+__all__ = ["MAX_ID_LENGTH", "command_id_for", "validate_identity"]
+
+#: Longest command ID or consumer name, in characters (the column width).
+MAX_ID_LENGTH = 255
+
+_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Characters kept verbatim in a field value; the rest are percent-encoded.
+_SAFE = "-_.~@+!$'()*"
+
+
+def validate_identity(value: object, field: str) -> str:
+    """Return ``value`` if it is a usable command ID or consumer name.
+
+    Raises:
+        InvalidCommandError: it is not a str, is empty, longer than 255
+            characters, has leading or trailing whitespace, or contains a
+            control or other non-printable character.
+    """
+    if type(value) is not str:
+        msg = (
+            f"{field} must be a str, got {type(value).__name__} {value!r};"
+            " derive it from the business intent, e.g. with command_id_for()"
+        )
+        raise InvalidCommandError(msg)
+    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable() or value != value.strip():
+        raise InvalidCommandError(_explain(value, field))
+    return value
+
+
+def _explain(value: str, field: str) -> str:
+    if not value:
+        reason = "is empty; a missing ID never means 'skip deduplication'"
+    elif len(value) > MAX_ID_LENGTH:
+        reason = f"is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
+    elif value != value.strip():
+        reason = "has leading or trailing whitespace"
+    else:
+        reason = "contains a control or non-printable character"
+    return f"{field} {value!r} {reason}; pass a stable business ID such as 'invoice-42'"
+
+
+def command_id_for(kind: str, /, **fields: object) -> str:
+    """Return a deterministic, readable command ID for a business intent.
+
+    ``command_id_for("invoice.charge", invoice_id=42, cycle="2026-11")`` is
+    ``"invoice.charge:cycle=2026-11,invoice_id=42"`` in every process and Python
+    version: fields are sorted by name and their values percent-encoded. An ID
+    that would exceed 255 characters keeps its kind and replaces the fields by
+    their SHA-256, so it stays deterministic.
+
+    Field values may be str, int, bool, UUID, Decimal, date, timezone-aware
+    datetime or Enum (by value). Floats are refused: rounding makes them poor
+    identities.
+
+    Raises:
+        InvalidCommandError: a bad kind, field name or value.
+    """
+    if type(kind) is not str or not _KIND.match(kind):
+        msg = f"kind {kind!r} must be a dotted name such as 'invoice.charge'"
+        raise InvalidCommandError(msg)
+    if not fields:
+        msg = f"command_id_for({kind!r}) needs at least one identifying field"
+        raise InvalidCommandError(msg)
+    parts = []
+    for name in sorted(fields):
+        if not _FIELD.match(name):
+            msg = f"field name {name!r} must be a Python identifier"
+            raise InvalidCommandError(msg)
+        parts.append(f"{name}={quote(_field_text(name, fields[name]), safe=_SAFE)}")
+    command_id = f"{kind}:{','.join(parts)}"
+    if len(command_id) > MAX_ID_LENGTH:
+        command_id = f"{kind}:sha256={hashlib.sha256(command_id.encode()).hexdigest()}"
+    return validate_identity(command_id, "command_id")
+
+
+def _field_text(name: str, value: object) -> str:  # noqa: PLR0911
+    if isinstance(value, enum.Enum):
+        return _field_text(name, value.value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, Decimal) and value.is_finite():
+        return str(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        if value.utcoffset() is None:
+            msg = f"field {name}={value!r} is a naive datetime; attach a timezone"
+            raise InvalidCommandError(msg)
+        return value.astimezone(dt.UTC).isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    msg = (
+        f"field {name}={value!r} ({type(value).__name__}) cannot identify a command;"
+        " use str, int, UUID, Decimal, date, aware datetime or Enum"
+    )
+    raise InvalidCommandError(msg)

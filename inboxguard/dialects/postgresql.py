@@ -1,0 +1,102 @@
+"""PostgreSQL (psycopg 3, asyncpg).
+
+Features:
+
+- claim: one statement. A data-modifying CTE runs ``INSERT ... ON CONFLICT DO
+  NOTHING RETURNING`` and, when nothing was inserted, reads the stored row in
+  the same round trip. Only when the conflicting row was committed after the
+  statement's snapshot (a lost race) does a second ``SELECT`` follow.
+- lock wait: bounded by ``SET LOCAL lock_timeout``, issued as ``set_config(...,
+  true)`` inside the same statement; it stays in force for the rest of the
+  caller's transaction (SQLSTATE 55P03 on expiry).
+- isolation: READ COMMITTED, REPEATABLE READ and SERIALIZABLE. Under the last
+  two, a race lost to a concurrent commit is a serialization failure (40001),
+  reported as retryable, never a silent skip.
+- ``FOR UPDATE SKIP LOCKED``: yes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Executable, bindparam, exists, func, literal, select, true, union_all
+from sqlalchemy.dialects.postgresql import insert
+
+from inboxguard._schema import InboxTables, UtcDateTime, digest_type, id_type
+from inboxguard.dialects.base import Claim, ClaimSteps, Dialect
+
+__all__ = ["PostgresqlDialect"]
+
+
+class PostgresqlDialect(Dialect):
+    """Inbox statements for PostgreSQL."""
+
+    names = ("postgresql",)
+    supports_skip_locked = True
+    duplicate_in_one_round_trip = True
+
+    def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
+        super().__init__(tables, lock_timeout)
+        inbox = tables.inbox
+        source = select(
+            bindparam("consumer", type_=id_type()),
+            bindparam("command_id", type_=id_type()),
+            bindparam("digest", type_=digest_type()),
+            bindparam("processed_at", type_=UtcDateTime()),
+            bindparam("expires_at", type_=UtcDateTime()),
+            bindparam("result_expires_at", type_=UtcDateTime()),
+        )
+        if lock_timeout is not None:
+            millis = max(1, int(lock_timeout.total_seconds() * 1000))
+            source = source.where(func.set_config("lock_timeout", str(millis), true()).is_not(None))
+        cols = ["consumer", "command_id", "digest", "processed_at", "expires_at"]
+        inserted = (
+            insert(inbox)
+            .from_select([*cols, "result_expires_at"], source)
+            .on_conflict_do_nothing(index_elements=[inbox.c.consumer, inbox.c.command_id])
+            .returning(inbox.c.digest)
+            .cte("claimed")
+        )
+        stored = select(
+            inbox.c.digest, inbox.c.result, inbox.c.result_expires_at, literal(False)
+        ).where(self._where_pk, ~exists(select(inserted.c.digest)))
+        fresh = select(
+            inserted.c.digest,
+            literal(None, type_=inbox.c.result.type),
+            literal(None, type_=UtcDateTime()),
+            literal(True),
+        )
+        self._claim_stmt = union_all(fresh, stored)
+        self._quarantine_stmt = _quarantine_upsert(tables)
+
+    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+        """Claim in one round trip; read again only after a lost race."""
+        row = (yield self._claim_stmt, params).first()
+        if row is not None:
+            if row[3]:
+                return Claim(True, row[0])
+            return Claim(False, row[0], row[1], row[2])
+        row = (yield self.lookup_stmt, params).first()
+        if row is None:  # pragma: no cover - the conflicting row vanished (purged)
+            return (yield from self.claim(params))
+        return self.existing(row)
+
+    def upsert_quarantine(self) -> Executable:
+        """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
+        return self._quarantine_stmt
+
+
+def _quarantine_upsert(tables: InboxTables) -> Executable:
+    q = tables.quarantine
+    stmt = insert(q)
+    return stmt.on_conflict_do_update(
+        index_elements=[q.c.consumer, q.c.command_id, q.c.reason, q.c.incoming_digest],
+        set_={
+            "occurrences": q.c.occurrences + 1,
+            "last_seen_at": stmt.excluded.last_seen_at,
+            "status": "open",
+            "details": stmt.excluded.details,
+        },
+    )

@@ -1,0 +1,69 @@
+"""SQLite (pysqlite, aiosqlite).
+
+Features:
+
+- claim: ``SELECT`` the stored row first, then ``INSERT ... ON CONFLICT DO
+  NOTHING`` when absent. Reading first keeps the caller's connection free of a
+  write lock when the command turns out to be a duplicate or a mismatch, so
+  the quarantine record can be written on another connection.
+- lock wait: SQLite locks the whole database; a writer waits for the engine's
+  busy timeout (pysqlite's ``timeout`` connect argument, 5 s by default), then
+  fails with "database is locked", reported as retryable.
+- one writer at a time: concurrent claims serialize on the database lock.
+- ``FOR UPDATE SKIP LOCKED``: no.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Executable
+from sqlalchemy.dialects.sqlite import insert
+
+from inboxguard._schema import InboxTables
+from inboxguard.dialects.base import Claim, ClaimSteps, Dialect
+
+__all__ = ["SqliteDialect"]
+
+
+class SqliteDialect(Dialect):
+    """Inbox statements for SQLite."""
+
+    names = ("sqlite",)
+    duplicate_in_one_round_trip = True  # in-process: no network round trip at all
+    concurrent_writers = False
+
+    def __init__(self, tables: InboxTables, lock_timeout: Any) -> None:
+        super().__init__(tables, lock_timeout)
+        inbox = tables.inbox
+        self._insert_stmt = insert(inbox).on_conflict_do_nothing(
+            index_elements=[inbox.c.consumer, inbox.c.command_id]
+        )
+        q = tables.quarantine
+        upsert = insert(q)
+        self._quarantine_stmt = upsert.on_conflict_do_update(
+            index_elements=[q.c.consumer, q.c.command_id, q.c.reason, q.c.incoming_digest],
+            set_={
+                "occurrences": q.c.occurrences + 1,
+                "last_seen_at": upsert.excluded.last_seen_at,
+                "status": "open",
+                "details": upsert.excluded.details,
+            },
+        )
+
+    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+        """Read first; insert only when nothing is stored."""
+        row = (yield self.lookup_stmt, params).first()
+        if row is not None:
+            return self.existing(row)
+        if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
+            return Claim(True, params["digest"])
+        row = (yield self.lookup_stmt, params).first()
+        if row is None:  # pragma: no cover - inserted and deleted between statements
+            return (yield from self.claim(params))
+        return self.existing(row)
+
+    def upsert_quarantine(self) -> Executable:
+        """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
+        return self._quarantine_stmt

@@ -1,0 +1,257 @@
+"""Every exception inboxguard raises, in one tree.
+
+Each class says what happened and what to do about it, carries a stable
+``code`` (the anchor of its entry in ``docs/errors.md``) and a ``retryable``
+flag, so that adapters can choose between "retry later" and "dead-letter"
+without a table of their own::
+
+    InboxGuardError                      base; never raised directly
+    ├── ConfigurationError               setup misuse, detected early
+    │   ├── UnsupportedDialectError      the engine's database is not supported
+    │   └── RetentionMisalignedError     a replay window outlives the evidence
+    ├── InvalidCommandError (ValueError) empty, too long or non-printable ID
+    ├── PayloadEncodingError (TypeError) the payload has no canonical encoding
+    ├── NoActiveGuardError (LookupError) current_session() outside a guard
+    ├── CommandRejectedError             the message must not be processed:
+    │   │                                quarantine it and dead-letter it
+    │   ├── PayloadMismatchError         same command ID, different payload
+    │   └── BeyondRetentionError         older than the evidence horizon
+    ├── InProgressError                  another transaction holds the claim
+    │                                    (retryable)
+    └── EffectError                      the external-effect ledger
+        ├── InvalidTransitionError       a transition the state machine forbids
+        ├── StaleLeaseError              a fenced-out worker tried to record
+        ├── EffectOutcomeUnknownError    the provider may or may not have acted
+        │                                (retryable)
+        ├── ReconciliationRequiredError  no safe automatic path is left
+        └── ProviderRejectedError        the provider definitely refused
+
+Control flow is not an error: a duplicate is an outcome
+(:attr:`inboxguard.InboxEntry.duplicate`), never an exception.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "BeyondRetentionError",
+    "CommandRejectedError",
+    "ConfigurationError",
+    "EffectError",
+    "EffectOutcomeUnknownError",
+    "InProgressError",
+    "InboxGuardError",
+    "InvalidCommandError",
+    "InvalidTransitionError",
+    "NoActiveGuardError",
+    "PayloadEncodingError",
+    "PayloadMismatchError",
+    "ProviderRejectedError",
+    "ReconciliationRequiredError",
+    "RetentionMisalignedError",
+    "StaleLeaseError",
+    "UnsupportedDialectError",
+]
+
+_DOCS = "https://inboxguard.readthedocs.io/en/latest/errors.html#"
+
+
+class InboxGuardError(Exception):
+    """Base of every inboxguard error; catch it to catch them all."""
+
+    #: Stable identifier of the error, also its anchor in ``docs/errors.md``.
+    code: ClassVar[str] = "inboxguard-error"
+    #: True when the same message may succeed if it is delivered again later.
+    retryable: ClassVar[bool] = False
+
+    def __str__(self) -> str:
+        """Return the message followed by a pointer to its documentation."""
+        return f"{super().__str__()} (see {_DOCS}{self.code})"
+
+
+class ConfigurationError(InboxGuardError):
+    """The library is set up in a way that cannot keep its guarantees.
+
+    Raised at construction or start-up, before any message is consumed.
+    """
+
+    code = "configuration"
+
+
+class UnsupportedDialectError(ConfigurationError):
+    """The engine's database has no inboxguard dialect (PostgreSQL, MariaDB/MySQL
+    and SQLite are supported)."""
+
+    code = "unsupported-dialect"
+
+
+class RetentionMisalignedError(ConfigurationError):
+    """A declared replay window is longer than the inbox's evidence horizon.
+
+    A message replayed inside that window could find its evidence purged and be
+    processed again, so the consumer refuses to start.
+    """
+
+    code = "retention-misaligned"
+
+    def __init__(self, message: str, *, window: str, length: object, horizon: object) -> None:
+        super().__init__(message)
+        self.window = window
+        self.length = length
+        self.horizon = horizon
+
+
+class InvalidCommandError(InboxGuardError, ValueError):
+    """A command ID or consumer name is not a usable identity.
+
+    It is empty, not a string, longer than 255 characters, or contains control
+    characters or surrounding whitespace. Nothing was written. A missing ID is
+    never treated as "skip deduplication".
+    """
+
+    code = "invalid-command"
+
+
+class PayloadEncodingError(InboxGuardError, TypeError):
+    """A payload (or a result) has no canonical JSON encoding.
+
+    ``path`` names the offending value, e.g. ``payload["items"][3]["price"]``.
+    Nothing was written.
+    """
+
+    code = "payload-encoding"
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class NoActiveGuardError(InboxGuardError, LookupError):
+    """``current_session()`` was called outside a running inbox guard."""
+
+    code = "no-active-guard"
+
+
+class CommandRejectedError(InboxGuardError):
+    """The incoming message must not be processed, now or on a retry.
+
+    A quarantine record has been written in its own transaction; the caller's
+    transaction must be rolled back and the message dead-lettered, not retried.
+    """
+
+    code = "command-rejected"
+
+    def __init__(self, message: str, *, consumer: str, command_id: str) -> None:
+        super().__init__(message)
+        self.consumer = consumer
+        self.command_id = command_id
+
+
+class PayloadMismatchError(CommandRejectedError):
+    """The command ID was already processed with a different payload digest.
+
+    This is an integrity error (a reused ID generator, or a command mutated
+    between retries), so the guard fails closed: the block does not run, the
+    stored result is not returned, and the message is quarantined.
+    """
+
+    code = "payload-mismatch"
+
+    def __init__(
+        self,
+        *,
+        consumer: str,
+        command_id: str,
+        stored_digest: str,
+        incoming_digest: str,
+    ) -> None:
+        super().__init__(
+            f"command {command_id!r} of consumer {consumer!r} was already processed"
+            f" with payload {stored_digest}, but this delivery carries"
+            f" {incoming_digest}; it was quarantined and must not be retried:"
+            " roll back, dead-letter the message and find out why the payload changed",
+            consumer=consumer,
+            command_id=command_id,
+        )
+        self.stored_digest = stored_digest
+        self.incoming_digest = incoming_digest
+
+
+class BeyondRetentionError(CommandRejectedError):
+    """The message is older than the evidence horizon.
+
+    Its deduplication evidence may already be purged, so it can be told neither
+    new nor duplicate; it is refused and quarantined, never processed as new.
+    """
+
+    code = "beyond-retention"
+
+    def __init__(
+        self, message: str, *, consumer: str, command_id: str, sent_at: object, limit: object
+    ) -> None:
+        super().__init__(message, consumer=consumer, command_id=command_id)
+        self.sent_at = sent_at
+        self.limit = limit
+
+
+class InProgressError(InboxGuardError):
+    """Another transaction holds the claim on this command, or the database
+    reported a lock timeout, deadlock or serialization failure.
+
+    Nothing was applied by this transaction. Roll back and deliver the message
+    again later: it will then be a duplicate, or new if the other attempt
+    rolled back.
+    """
+
+    code = "in-progress"
+    retryable = True
+
+    def __init__(self, message: str, *, consumer: str, command_id: str) -> None:
+        super().__init__(message)
+        self.consumer = consumer
+        self.command_id = command_id
+
+
+class EffectError(InboxGuardError):
+    """Base of the external-effect ledger's errors."""
+
+    code = "effect"
+
+
+class InvalidTransitionError(EffectError):
+    """The effect ledger was asked for a state change its state machine forbids."""
+
+    code = "invalid-transition"
+
+
+class StaleLeaseError(EffectError):
+    """A worker whose lease expired tried to record an outcome; the fencing token
+    it holds is no longer current, so its write is refused."""
+
+    code = "stale-lease"
+
+
+class EffectOutcomeUnknownError(EffectError):
+    """The provider call ended ambiguously (timeout, dropped connection).
+
+    The effect is recorded as unknown; retrying looks it up (or resends with the
+    same idempotency key inside the provider's window) before acting again.
+    """
+
+    code = "effect-outcome-unknown"
+    retryable = True
+
+
+class ReconciliationRequiredError(EffectError):
+    """The effect's outcome is unknown and no safe automatic path remains (the
+    provider's idempotency window has passed and it offers no lookup); an
+    operator must reconcile it."""
+
+    code = "reconciliation-required"
+
+
+class ProviderRejectedError(EffectError):
+    """The provider definitely refused the effect; nothing happened there."""
+
+    code = "provider-rejected"
