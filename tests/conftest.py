@@ -43,7 +43,9 @@ def require_service(name: str) -> None:
     """Skip (or, in CI, fail) the calling test when ``name`` is down."""
     if service_up(name):
         return
-    reason = f"{name} is not reachable on 127.0.0.1:{PORTS[name]}; start it with scripts/services.sh"
+    reason = (
+        f"{name} is not reachable on 127.0.0.1:{PORTS[name]}; start it with scripts/services.sh"
+    )
     if REQUIRE:
         pytest.fail(f"INBOXGUARD_REQUIRE_SERVICES=1 and {reason}")
     pytest.skip(reason)

@@ -1,0 +1,1 @@
+"""Benchmarks: measured, reported in docs/benchmarks.md, never asserted in tests."""
