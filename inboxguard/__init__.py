@@ -12,6 +12,11 @@ from inboxguard._context import current_session
 from inboxguard._dberrors import is_retryable
 from inboxguard._digest import digest_of
 from inboxguard._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.effects.contracts import KNOWN_CONTRACTS
+from inboxguard.effects.ledger import EffectLedger
+from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
+from inboxguard.effects.records import EffectRecord, EffectTransition, ReconcileReport
+from inboxguard.effects.state import EffectState
 from inboxguard.errors import (
     BeyondRetentionError,
     CommandRejectedError,
@@ -37,11 +42,16 @@ from inboxguard.retention import RetentionPolicy
 __version__ = "0.1.0"
 
 __all__ = [
+    "KNOWN_CONTRACTS",
     "BeyondRetentionError",
     "CommandRejectedError",
     "ConfigurationError",
     "EffectError",
+    "EffectLedger",
     "EffectOutcomeUnknownError",
+    "EffectRecord",
+    "EffectState",
+    "EffectTransition",
     "InProgressError",
     "Inbox",
     "InboxEntry",
@@ -49,12 +59,17 @@ __all__ = [
     "InboxRecord",
     "InvalidCommandError",
     "InvalidTransitionError",
+    "MismatchBehaviour",
     "NoActiveGuardError",
     "PayloadEncodingError",
     "PayloadMismatchError",
+    "Provider",
+    "ProviderContract",
     "ProviderRejectedError",
     "QuarantineReason",
     "QuarantineRecord",
+    "Receipt",
+    "ReconcileReport",
     "ReconciliationRequiredError",
     "RetentionMisalignedError",
     "RetentionPolicy",

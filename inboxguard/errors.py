@@ -21,10 +21,14 @@ without a table of their own::
     └── EffectError                      the external-effect ledger
         ├── InvalidTransitionError       a transition the state machine forbids
         ├── StaleLeaseError              a fenced-out worker tried to record
-        ├── EffectOutcomeUnknownError    the provider may or may not have acted
-        │                                (retryable)
+        │                                (retryable: the new holder decides)
+        ├── EffectOutcomeUnknownError    the provider may or may not have acted,
+        │                                or another worker is acting (retryable)
         ├── ReconciliationRequiredError  no safe automatic path is left
         └── ProviderRejectedError        the provider definitely refused
+
+The ledger also raises :class:`PayloadMismatchError` (same effect key,
+different payload digest): nothing is sent and nothing is quarantined.
 
 Control flow is not an error: a duplicate is an outcome
 (:attr:`inboxguard.InboxEntry.duplicate`), never an exception.
@@ -154,6 +158,10 @@ class PayloadMismatchError(CommandRejectedError):
     This is an integrity error (a reused ID generator, or a command mutated
     between retries), so the guard fails closed: the block does not run, the
     stored result is not returned, and the message is quarantined.
+
+    The effect ledger raises it too, for an effect key already recorded with
+    another payload: ``consumer`` is then ``"inboxguard.effects"`` and
+    ``command_id`` the effect key; nothing is sent to the provider.
     """
 
     code = "payload-mismatch"
@@ -165,9 +173,11 @@ class PayloadMismatchError(CommandRejectedError):
         command_id: str,
         stored_digest: str,
         incoming_digest: str,
+        message: str | None = None,
     ) -> None:
         super().__init__(
-            f"command {command_id!r} of consumer {consumer!r} was already processed"
+            message
+            or f"command {command_id!r} of consumer {consumer!r} was already processed"
             f" with payload {stored_digest}, but this delivery carries"
             f" {incoming_digest}; it was quarantined and must not be retried:"
             " roll back, dead-letter the message and find out why the payload changed",
@@ -214,44 +224,109 @@ class InProgressError(InboxGuardError):
 
 
 class EffectError(InboxGuardError):
-    """Base of the external-effect ledger's errors."""
+    """Base of the external-effect ledger's errors.
+
+    ``effect_key`` names the effect when the ledger raised the error (it is
+    ``None`` when a provider raised it).
+    """
 
     code = "effect"
 
+    def __init__(self, message: str, *, effect_key: str | None = None) -> None:
+        super().__init__(message)
+        self.effect_key = effect_key
+
 
 class InvalidTransitionError(EffectError):
-    """The effect ledger was asked for a state change its state machine forbids."""
+    """The effect ledger was asked for a state change its state machine forbids.
+
+    ``from_state`` and ``to_state`` are the state names (``None`` for "no
+    record yet"). Nothing was written.
+    """
 
     code = "invalid-transition"
 
+    def __init__(
+        self,
+        message: str,
+        *,
+        from_state: str | None,
+        to_state: str,
+        effect_key: str | None = None,
+    ) -> None:
+        super().__init__(message, effect_key=effect_key)
+        self.from_state = from_state
+        self.to_state = to_state
+
 
 class StaleLeaseError(EffectError):
-    """A worker whose lease expired tried to record an outcome; the fencing token
-    it holds is no longer current, so its write is refused."""
+    """A worker whose lease was taken over tried to record an outcome.
+
+    The fencing token it holds (``token``) is older than the current one
+    (``current_token``), so its write was refused: the worker that took the
+    lease over decides the outcome, through a lookup or a re-send with the same
+    idempotency key. Retryable: delivering the task again returns that
+    outcome.
+    """
 
     code = "stale-lease"
+    retryable = True
+
+    def __init__(
+        self, message: str, *, effect_key: str, token: int, current_token: int | None
+    ) -> None:
+        super().__init__(message, effect_key=effect_key)
+        self.token = token
+        self.current_token = current_token
 
 
 class EffectOutcomeUnknownError(EffectError):
-    """The provider call ended ambiguously (timeout, dropped connection).
+    """The provider call ended ambiguously (timeout, dropped connection), or
+    another worker holds the effect's lease right now.
 
-    The effect is recorded as unknown; retrying looks it up (or resends with the
-    same idempotency key inside the provider's window) before acting again.
+    The effect is recorded as unknown (or is still being executed); retrying
+    looks it up (or re-sends with the same idempotency key inside the
+    provider's window) before acting again. ``state`` is the state the effect
+    was left in.
     """
 
     code = "effect-outcome-unknown"
     retryable = True
 
+    def __init__(self, message: str, *, effect_key: str, state: str) -> None:
+        super().__init__(message, effect_key=effect_key)
+        self.state = state
+
 
 class ReconciliationRequiredError(EffectError):
     """The effect's outcome is unknown and no safe automatic path remains (the
-    provider's idempotency window has passed and it offers no lookup); an
-    operator must reconcile it."""
+    provider's idempotency window has passed and a lookup, if any, found
+    nothing); nothing was sent and an operator must reconcile it.
+
+    The effect stays ``unknown``; ``window_ends_at`` is when the provider's
+    idempotency window closed (``None`` when unknown).
+    """
 
     code = "reconciliation-required"
 
+    def __init__(self, message: str, *, effect_key: str, window_ends_at: object = None) -> None:
+        super().__init__(message, effect_key=effect_key)
+        self.window_ends_at = window_ends_at
+
 
 class ProviderRejectedError(EffectError):
-    """The provider definitely refused the effect; nothing happened there."""
+    """The provider definitely refused the effect; nothing happened there.
+
+    Providers raise it from ``send`` for a definite refusal (a declined card,
+    a validation error); the ledger records ``rejected`` and re-raises it, and
+    raises it again, without calling the provider, for every later attempt
+    with the same key. ``reason`` is a short machine-readable cause, when known.
+    """
 
     code = "provider-rejected"
+
+    def __init__(
+        self, message: str, *, reason: str | None = None, effect_key: str | None = None
+    ) -> None:
+        super().__init__(message, effect_key=effect_key)
+        self.reason = reason
