@@ -12,7 +12,7 @@ from inboxguard._context import current_session
 from inboxguard._dberrors import is_retryable
 from inboxguard._digest import digest_of
 from inboxguard._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
-from inboxguard.effects.contracts import KNOWN_CONTRACTS
+from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.ledger import EffectLedger
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
 from inboxguard.effects.records import EffectRecord, EffectTransition, ReconcileReport
@@ -42,7 +42,6 @@ from inboxguard.retention import RetentionPolicy
 __version__ = "0.1.0"
 
 __all__ = [
-    "KNOWN_CONTRACTS",
     "BeyondRetentionError",
     "CommandRejectedError",
     "ConfigurationError",
@@ -79,4 +78,5 @@ __all__ = [
     "current_session",
     "digest_of",
     "is_retryable",
+    "known_contract",
 ]

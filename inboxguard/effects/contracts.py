@@ -5,7 +5,7 @@ this module was written). None of these providers documents a lookup *by
 idempotency key*, so ``supports_lookup`` is false everywhere: if your adapter
 implements ``lookup`` another way (for example a search on a metadata field
 that carries the key), say so with
-``dataclasses.replace(KNOWN_CONTRACTS["stripe"], supports_lookup=True)``.
+``dataclasses.replace(known_contract("stripe"), supports_lookup=True)``.
 
 Windows are the documented *minimum*; where a provider gives several, the
 shortest is shipped. Re-check them when a provider changes its documentation.
@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from inboxguard.effects.provider import MismatchBehaviour, ProviderContract
 
-__all__ = ["KNOWN_CONTRACTS"]
+__all__ = ["KNOWN_CONTRACTS", "known_contract"]
 
 _H = dt.timedelta(hours=1)
 
@@ -109,3 +109,18 @@ _CONTRACTS = (
 KNOWN_CONTRACTS: Mapping[str, ProviderContract] = MappingProxyType(
     {contract.name: contract for contract in _CONTRACTS if contract.name is not None}
 )
+
+
+def known_contract(name: str) -> ProviderContract:
+    """The shipped contract of a well-known provider (``"stripe"``, ``"adyen"``, ...),
+    with its ``source``; see :data:`KNOWN_CONTRACTS` for the list.
+
+    Raises:
+        KeyError: no contract is shipped under that name (the message lists them).
+    """
+    try:
+        return KNOWN_CONTRACTS[name]
+    except KeyError:
+        names = ", ".join(sorted(KNOWN_CONTRACTS))
+        msg = f"no shipped contract named {name!r}; known: {names}"
+        raise KeyError(msg) from None
