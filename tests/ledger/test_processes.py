@@ -110,6 +110,7 @@ def test_l07_processes_case1_killed_after_accept(rig: Rig) -> None:
     assert receipts(record) == 1
 
 
+@pytest.mark.parametrize("rig", ["lookup"], indirect=True)  # no lookup is reached here
 def test_l07_processes_case2_concurrent_workers_one_call(rig: Rig) -> None:
     """Four processes start together; the one that sends stalls after the
     charge until the other three have each been turned away; then all four
