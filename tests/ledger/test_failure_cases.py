@@ -169,6 +169,30 @@ def test_l07_case3_expired_lease_late_completion_is_stale(
     assert ledger.execute(KEY, any_gateway, PAYLOAD, lease=LEASE) == receipt
 
 
+def test_l07_case3_expired_but_not_taken_over_the_late_result_counts(
+    ledger: EffectLedger, gateway: SandboxGateway, clock: FakeClock
+) -> None:
+    """The fencing token, not the clock, decides: a lease that expired while
+    nobody took it over still records its holder's result."""
+    inside, release = threading.Event(), threading.Event()
+
+    def stall(key: str) -> None:
+        inside.set()
+        assert release.wait(30)
+
+    gateway.after_apply = stall
+    with ThreadPoolExecutor(1) as pool:
+        slow: Future[Receipt] = pool.submit(ledger.execute, KEY, gateway, PAYLOAD, lease=LEASE)
+        assert inside.wait(30)
+        clock.advance(LEASE * 10)
+        release.set()
+        receipt = slow.result(30)
+    record = record_of(ledger)
+    assert (record.state, record.version, record.fencing_token) == (EffectState.CONFIRMED, 2, 1)
+    assert record.receipt == receipt
+    assert (gateway.requests(), gateway.requests("lookup"), gateway.charges()) == (1, 0, 1)
+
+
 # -- 4. a retry after the provider's idempotency window -------------------------------
 
 
