@@ -46,8 +46,9 @@ DEFAULT_LEASE = dt.timedelta(seconds=30)
 
 
 class EffectLedger:
-    """Executes each external effect at most once per effect key, and says so
-    durably when it cannot know.
+    """Executes each external effect once per effect key, as far as the
+    provider's idempotency contract allows, and records durably when it
+    cannot know.
 
     ``execute`` commits ``prepared`` (with a lease and a fencing token) before
     calling the provider, passes the effect key as the provider's idempotency
@@ -306,6 +307,7 @@ class EffectLedger:
         Raises:
             InvalidTransitionError: the effect is not ``unknown``.
             EffectOutcomeUnknownError: a worker holds its lease right now.
+            ConfigurationError: ``applied`` is true but no ``receipt`` is given.
         """
         from inboxguard.effects.operations import resolve  # noqa: PLC0415
 

@@ -12,7 +12,12 @@ from inboxguard.effects.records import EffectRecord, ReconcileReport
 from inboxguard.effects.rules import contract_of, provider_name, refuse_if_leased, why_takeover
 from inboxguard.effects.state import EffectState, check_transition
 from inboxguard.effects.store import receipt_columns
-from inboxguard.errors import EffectError, EffectOutcomeUnknownError, InvalidTransitionError
+from inboxguard.errors import (
+    ConfigurationError,
+    EffectError,
+    EffectOutcomeUnknownError,
+    InvalidTransitionError,
+)
 
 __all__ = ["compensate", "reconcile", "resolve"]
 
@@ -116,6 +121,12 @@ def resolve(
     rec: Recorder, effect_key: str, *, applied: bool, receipt: Receipt | None, note: str
 ) -> EffectRecord:
     """Record an operator's verdict on an unknown effect as ``reconciled``."""
+    if applied and not isinstance(receipt, Receipt):
+        msg = (
+            f"resolve({effect_key!r}, applied=True) needs the provider's reference:"
+            " pass receipt=Receipt('<reference>') so that later calls can return it"
+        )
+        raise ConfigurationError(msg)
     record = rec.store.read(effect_key)
     if record is None or record.state is not EffectState.UNKNOWN:
         state = None if record is None else record.state

@@ -97,9 +97,10 @@ def settled(record: EffectRecord) -> Receipt | None:
     if state in _PENDING:
         return None
     if state is EffectState.CONFIRMED or (state is EffectState.RECONCILED and record.applied):
-        if record.receipt is not None:
-            return record.receipt
-        return Receipt(f"reconciled:{record.effect_key}"[:255], {"receipt": "not recorded"})
+        if record.receipt is None:  # pragma: no cover - every applied outcome stores one
+            msg = f"effect {record.effect_key!r} is {state} but has no stored receipt"
+            raise ProviderRejectedError(msg, reason="no-receipt", effect_key=record.effect_key)
+        return record.receipt
     if state is EffectState.COMPENSATED:
         msg = (
             f"effect {record.effect_key!r} was compensated; it is final and is not executed"

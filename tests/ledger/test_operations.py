@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from inboxguard import (
+    ConfigurationError,
     EffectLedger,
     EffectOutcomeUnknownError,
     EffectRecord,
@@ -169,6 +170,8 @@ def test_l08_resolve_only_unknown_effects(ledger: EffectLedger, gateway: Sandbox
     gateway.script = ["timeout"]
     with pytest.raises(EffectOutcomeUnknownError):
         ledger.execute("lost", gateway, PAYLOAD)
+    with pytest.raises(ConfigurationError, match="receipt"):
+        ledger.resolve("lost", applied=True, note="no reference")
     done = ledger.resolve("lost", applied=False, note="not in the provider's dashboard")
     assert (done.state, done.applied, done.receipt) == (EffectState.RECONCILED, False, None)
     assert done.history[-1].note == "operator: not in the provider's dashboard"
