@@ -14,8 +14,8 @@ from inboxguard.effects.state import EffectState, check_transition
 from inboxguard.effects.store import receipt_columns
 from inboxguard.errors import (
     ConfigurationError,
-    EffectError,
     EffectOutcomeUnknownError,
+    InboxGuardError,
     InvalidTransitionError,
 )
 
@@ -58,7 +58,7 @@ def reconcile(
             continue
         try:
             found = rec.lookup(held, provider) if contract.supports_lookup else None
-        except EffectError as error:
+        except InboxGuardError as error:  # the lookup failed or answered nonsense
             report.failed.append((key, str(error)))
             continue
         if found is not None:

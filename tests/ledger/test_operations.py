@@ -77,6 +77,27 @@ def test_l08_reconcile_settles_by_lookup_and_never_sends(
     assert gateway.requests() == sends
 
 
+def test_l08_reconcile_reports_a_failing_lookup_and_keeps_unknown(
+    ledger: EffectLedger, gateway: SandboxGateway, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway.script = ["accept_then_timeout"]
+    with pytest.raises(EffectOutcomeUnknownError):
+        ledger.execute("lost", gateway, PAYLOAD, lease=LEASE)
+
+    def down(key: str) -> Receipt | None:
+        raise ConnectionError("lookup API down")
+
+    monkeypatch.setattr(gateway, "lookup", down)
+    clock.advance(MINUTE)
+    report = ledger.reconcile(gateway, older_than=MINUTE)
+    assert [key for key, _ in report.failed] == ["lost"]
+    assert "lookup API down" in report.failed[0][1]
+    record = ledger.get("lost")
+    assert record is not None
+    assert (record.state, record.lease_owner) == (EffectState.UNKNOWN, None)
+    assert gateway.requests() == 1
+
+
 def test_l08_reconcile_without_lookup_only_reports(
     ledger: EffectLedger, blind_gateway: SandboxGateway, clock: FakeClock
 ) -> None:
