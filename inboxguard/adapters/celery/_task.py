@@ -118,10 +118,10 @@ class InboxTask(Task):  # type: ignore[misc]
             raise
         except CommandRejectedError as exc:
             # Already quarantined (with ``details``) by the guard.
-            raise Reject(exc, requeue=False) from exc
+            raise Reject(_reason(exc), requeue=False) from exc
         except (InvalidCommandError, PayloadEncodingError) as exc:
             logger.error("task %s: %s; rejected without requeue", self.name, exc)
-            raise Reject(exc, requeue=False) from exc
+            raise Reject(_reason(exc), requeue=False) from exc
         except Exception as exc:
             if is_retryable(exc):
                 self._retry_later(exc, args, kwargs, details)
@@ -169,7 +169,7 @@ class InboxTask(Task):  # type: ignore[misc]
         logger.warning(
             "task %s: %s; retrying in %.1fs (retry %d)", self.name, exc, countdown, retries + 1
         )
-        raise self.retry(exc=exc, countdown=countdown)
+        raise self.retry(exc=Exception(_reason(exc)), countdown=countdown)
 
     def _quarantine_exhausted(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], details: Mapping[str, Any]
@@ -264,6 +264,13 @@ def inbox_task(
         return shared_task(**options)(fn)
 
     return decorate
+
+
+def _reason(exc: BaseException) -> str:
+    # The prefork pool pickles Reject/Retry back to the parent process;
+    # inboxguard's errors take keyword-only arguments and do not unpickle, so
+    # the framework gets their text.
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _option(task: InboxTask, name: str) -> Any:
