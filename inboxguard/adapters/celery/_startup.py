@@ -42,8 +42,9 @@ class ReplayWindows:
 
     inbox: Inbox
     task: str
-    source: str
     windows: dict[str, dt.timedelta]
+    #: Where each window was found, by window name.
+    sources: dict[str, str]
 
 
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
@@ -75,15 +76,24 @@ def replay_windows(app: Any) -> list[ReplayWindows]:
         if not isinstance(task, InboxTask) or task.inbox is None:
             continue
         windows: dict[str, dt.timedelta] = {}
+        sources: dict[str, str] = {}
         if visibility is not None:
             windows["visibility_timeout"] = visibility
+            sources["visibility_timeout"] = "celery broker_transport_options"
         schedule = _retry_schedule(task)
         if schedule is not None:
             windows["retry_schedule"] = schedule
-        windows.update(declared)
-        windows.update(_durations(task.inbox_replay_windows or {}, f"{name}.inbox_replay_windows"))
-        source = f"celery task {name}: broker transport options, retry schedule, declared"
-        found.append(ReplayWindows(task.inbox, name, source, windows))
+            sources["retry_schedule"] = (
+                f"task {name}: max_retries={task.max_retries} x longest backoff step"
+            )
+        own = _durations(task.inbox_replay_windows or {}, f"{name}.inbox_replay_windows")
+        for where, group in (
+            (REPLAY_WINDOWS_SETTING, declared),
+            (f"{name}.inbox_replay_windows", own),
+        ):
+            windows.update(group)
+            sources.update(dict.fromkeys(group, f"celery {where}"))
+        found.append(ReplayWindows(task.inbox, name, windows, sources))
     return found
 
 
@@ -94,7 +104,8 @@ def check_alignment(app: Any) -> None:
         RetentionMisalignedError: a window is longer than the horizon.
     """
     for item in replay_windows(app):
-        item.inbox.require_alignment(item.source, **item.windows)
+        for name, length in item.windows.items():
+            item.inbox.require_alignment(item.sources[name], **{name: length})
 
 
 def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any) -> None:
