@@ -230,3 +230,46 @@ def test_acks_late_off_warns_loudly(setup) -> None:
         app.finalize()
         _ = apply_ref.acks_late
     assert any("acks_late=False" in str(w.message) for w in caught)
+
+
+def test_claim_held_by_another_transaction_is_retried_then_quarantined(pg_url, prefix) -> None:
+    """A claim another transaction holds raises InProgressError inside the task: it is
+    retried (never acked and dropped); when retries run out the message is quarantined."""
+    engine = create_engine(pg_url)
+    box = inboxguard.Inbox(
+        engine,
+        retention=dt.timedelta(days=1),
+        table_prefix=prefix,
+        lock_timeout=dt.timedelta(milliseconds=100),
+    )
+    box.create_schema()
+    factory = sessionmaker(engine)
+    runs: list[str] = []
+    try:
+
+        @inbox_task(
+            box, session_factory=factory, command_id="ref", consumer="c", name=unique("t"),
+            max_retries=2, retry_backoff_max=1,
+        )  # fmt: skip
+        def apply_ref(ref: str) -> str:
+            runs.append(ref)
+            return ref
+
+        holder = factory()
+        with holder.begin():
+            with box.guard(holder, consumer="c", command_id="r1", payload=apply_ref_payload()):
+                result = apply_ref.apply(args=("r1",))
+        holder.close()
+        assert result.state == "REJECTED"
+        assert runs == []
+        [record] = box.quarantined("c")
+        assert record.reason == "retries_exhausted"
+        assert record.details["retries"] == 2
+    finally:
+        box.drop_schema()
+        engine.dispose()
+
+
+def apply_ref_payload() -> dict[str, Any]:
+    """The payload the adapter digests for ``apply_ref("r1")``."""
+    return {"args": ["r1"], "kwargs": {}}
