@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from celery import signals
 
 from inboxguard import ConfigurationError, Inbox, RetentionMisalignedError
-from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
+from inboxguard.adapters._celery_task import SENT_AT_HEADER, InboxTask
 
 __all__ = [
     "ReplayWindows",

@@ -11,7 +11,7 @@ whose replay windows outlive an inbox's evidence horizon.
 
 from __future__ import annotations
 
-from inboxguard.adapters.celery._startup import (
+from inboxguard.adapters._celery_startup import (
     REPLAY_WINDOWS_SETTING,
     ReplayWindows,
     check_alignment,
@@ -19,7 +19,7 @@ from inboxguard.adapters.celery._startup import (
     replay_windows,
     stamp_sent_at,
 )
-from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask, inbox_task
+from inboxguard.adapters._celery_task import SENT_AT_HEADER, InboxTask, inbox_task
 
 __all__ = [
     "REPLAY_WINDOWS_SETTING",
