@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from celery import Celery
+from celery import Celery, Task
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import sessionmaker
@@ -273,3 +273,36 @@ def test_claim_held_by_another_transaction_is_retried_then_quarantined(pg_url, p
 def apply_ref_payload() -> dict[str, Any]:
     """The payload the adapter digests for ``apply_ref("r1")``."""
     return {"args": ["r1"], "kwargs": {}}
+
+
+def test_bound_task_with_own_base_uses_argument_name(setup) -> None:
+    """bind=True and a base class of the user's own still guard by the named argument."""
+    box, factory, ledger = setup
+
+    class Audited(Task):
+        audited = True
+
+    @inbox_task(
+        box, session_factory=factory, command_id="ref", consumer="c", name=unique("t"),
+        bind=True, base=Audited,
+    )  # fmt: skip
+    def apply_ref(self, ref: str, amount: int) -> int:
+        assert self.audited
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+        return amount
+
+    assert isinstance(apply_ref, InboxTask)
+    assert apply_ref.apply(kwargs={"ref": "r1", "amount": 3}).get() == 3
+    assert apply_ref.apply(kwargs={"ref": "r1", "amount": 3}).get() == 3
+    assert _rows(box, ledger) == 1
+    assert box.lookup("c", "r1") is not None
+
+
+def test_unknown_argument_name_fails_at_decoration(setup) -> None:
+    """A command_id naming no argument is a ConfigurationError naming the arguments."""
+    box, factory, _ = setup
+    with pytest.raises(inboxguard.ConfigurationError, match=r"names no argument.*ref, amount"):
+
+        @inbox_task(box, session_factory=factory, command_id="order_id", name=unique("t"))
+        def apply_ref(ref: str, amount: int) -> None:
+            return None
