@@ -140,6 +140,11 @@ class Reference:
         client = redis.Redis.from_url(self.settings.broker_url)
         return int(client.llen(self.settings.redis_keyprefix + self.settings.queue))
 
+    def redis_unacked(self) -> int:
+        """Deliveries kombu's Redis transport holds for redelivery (not yet acked)."""
+        client = redis.Redis.from_url(self.settings.broker_url)
+        return int(client.hlen(f"{self.settings.redis_keyprefix}unacked"))
+
 
 def _cleanup_broker(settings: Settings) -> None:
     if settings.is_rabbitmq:
