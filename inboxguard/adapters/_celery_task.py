@@ -114,19 +114,29 @@ class InboxTask(Task):  # type: ignore[misc]
                     result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
             finally:
                 session.close()
-        except _CONTROL_FLOW:
-            raise
-        except CommandRejectedError as exc:
-            # Already quarantined (with ``details``) by the guard.
-            raise Reject(_reason(exc), requeue=False) from exc
-        except (InvalidCommandError, PayloadEncodingError) as exc:
-            logger.error("task %s: %s; rejected without requeue", self.name, exc)
-            raise Reject(_reason(exc), requeue=False) from exc
         except Exception as exc:
-            if is_retryable(exc):
-                self._retry_later(exc, args, kwargs, details)
+            # A plain function call (no worker, no apply()) gets the errors themselves.
+            if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
+                self._settle(exc, args, kwargs, details)
             raise
         return result
+
+    def _settle(
+        self,
+        exc: Exception,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        details: Mapping[str, Any],
+    ) -> None:
+        """Turn a failed delivery into Reject or Retry; return to let Celery fail it."""
+        if isinstance(exc, CommandRejectedError):
+            # Already quarantined (with ``details``) by the guard.
+            raise Reject(_reason(exc), requeue=False) from exc
+        if isinstance(exc, InvalidCommandError | PayloadEncodingError):
+            logger.error("task %s: %s; rejected without requeue", self.name, exc)
+            raise Reject(_reason(exc), requeue=False) from exc
+        if is_retryable(exc):
+            self._retry_later(exc, args, kwargs, details)
 
     def _claim_and_run(
         self,

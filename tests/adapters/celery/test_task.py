@@ -306,3 +306,20 @@ def test_unknown_argument_name_fails_at_decoration(setup) -> None:
         @inbox_task(box, session_factory=factory, command_id="order_id", name=unique("t"))
         def apply_ref(ref: str, amount: int) -> None:
             return None
+
+
+def test_direct_call_is_guarded_and_raises_the_inbox_errors(setup) -> None:
+    """Calling the task as a function still guards it; a mismatch raises
+    PayloadMismatchError itself (no worker to reject to)."""
+    box, factory, ledger = setup
+
+    @inbox_task(box, session_factory=factory, command_id="ref", consumer="c", name=unique("t"))
+    def apply_ref(ref: str, amount: int) -> int:
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+        return amount
+
+    assert apply_ref("r1", 4) == 4
+    assert apply_ref("r1", 4) == 4
+    with pytest.raises(inboxguard.PayloadMismatchError):
+        apply_ref("r1", 5)
+    assert _rows(box, ledger) == 1
