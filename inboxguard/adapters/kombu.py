@@ -34,7 +34,18 @@ from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
 from inboxguard import CommandRejectedError, Inbox, QuarantineReason
-from inboxguard.errors import ConfigurationError, InvalidCommandError, PayloadEncodingError
+from inboxguard.adapters._delivery import (
+    ATTEMPT_HEADER,
+    RETRY_AT_HEADER,
+    SENT_AT_HEADER,
+    attempt_of,
+    check_retry_policy,
+    id_getter,
+    parse_sent_at,
+    retry_headers,
+    seconds_until_due,
+)
+from inboxguard.errors import InvalidCommandError, PayloadEncodingError
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -47,13 +58,7 @@ __all__ = [
 
 logger = logging.getLogger("inboxguard.kombu")
 
-#: Header counting deliveries of one message through the retry path (first = 1).
-ATTEMPT_HEADER = "x-inbox-attempt"
-#: Header (epoch seconds) before which a retried copy is not processed.
-RETRY_AT_HEADER = "x-inbox-retry-at"
-#: Header with the time the command was sent (ISO 8601 or epoch seconds); it
-#: wins over the AMQP ``timestamp`` property.
-SENT_AT_HEADER = "x-inbox-sent-at"
+
 #: Deliveries of one message before it is quarantined as ``retries_exhausted``.
 DEFAULT_MAX_ATTEMPTS = 5
 #: Minimum spacing between two attempts of one message.
@@ -99,23 +104,19 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
     """
-    if not isinstance(max_attempts, int) or max_attempts < 1:
-        msg = f"max_attempts must be a positive int, got {max_attempts!r}"
-        raise ConfigurationError(msg)
-    if not isinstance(retry_delay, dt.timedelta) or retry_delay < dt.timedelta(0):
-        msg = f"retry_delay must be a non-negative timedelta, got {retry_delay!r}"
-        raise ConfigurationError(msg)
-    run = _Runner(handler, inbox, session_factory, _id_getter(command_id), consumer, tuple(exclude))
-    delay = retry_delay.total_seconds()
+    delay = check_retry_policy(max_attempts, retry_delay)
+    run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
 
     def callback(body: Any, message: Message) -> None:
         headers = dict(message.headers or {})
-        attempt = _attempt(headers)
-        _wait_until_due(headers, delay)
+        attempt = attempt_of(headers)
+        time.sleep(seconds_until_due(headers, delay))
         details = _details(body, message, attempt)
         try:
             cid = run.command_id(body)
-            sent_at = _sent_at(message, headers)
+            sent_at = parse_sent_at(
+                headers.get(SENT_AT_HEADER, (message.properties or {}).get("timestamp"))
+            )
         except Exception as bad:
             _refuse_unusable(message, bad, details)
             return
@@ -203,67 +204,6 @@ class _Runner:
         self.inbox.quarantine(prepared, QuarantineReason.RETRIES_EXHAUSTED)
 
 
-def _id_getter(spec: Callable[[Any], Any] | str) -> Callable[[Any], str]:
-    if callable(spec):
-        return lambda body: _as_id(spec(body))
-    if isinstance(spec, str):
-        return lambda body: _as_id(_key(body, spec))
-    msg = f"command_id must be a callable over the body or a key of it, got {spec!r}"
-    raise ConfigurationError(msg)
-
-
-def _key(body: Any, key: str) -> Any:
-    if not isinstance(body, Mapping) or key not in body:
-        msg = f"the message body has no {key!r} key to take the command_id from; got {body!r}"
-        raise InvalidCommandError(msg)
-    return body[key]
-
-
-def _as_id(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-def _attempt(headers: Mapping[str, Any]) -> int:
-    try:
-        return max(1, int(headers.get(ATTEMPT_HEADER, 1)))
-    except (TypeError, ValueError):
-        return 1
-
-
-def _wait_until_due(headers: Mapping[str, Any], delay: float) -> None:
-    """Hold a retried copy until its time; never longer than one ``retry_delay``."""
-    try:
-        due = float(headers.get(RETRY_AT_HEADER, 0))
-    except (TypeError, ValueError):
-        return
-    remaining = min(due - time.time(), delay)
-    if remaining > 0:
-        time.sleep(remaining)
-
-
-def _sent_at(message: Message, headers: Mapping[str, Any]) -> dt.datetime | None:
-    raw = headers.get(SENT_AT_HEADER)
-    if raw is None:
-        raw = (message.properties or {}).get("timestamp")
-    if raw is None:
-        return None
-    if isinstance(raw, dt.datetime):
-        return raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
-    try:
-        if isinstance(raw, int | float):
-            return dt.datetime.fromtimestamp(raw, dt.UTC)
-        parsed = dt.datetime.fromisoformat(str(raw))
-    except (ValueError, OverflowError, OSError):
-        msg = (
-            f"the {SENT_AT_HEADER} header or timestamp property {raw!r} is not a time;"
-            " send ISO 8601 or epoch seconds"
-        )
-        raise InvalidCommandError(msg) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
 def _details(body: Any, message: Message, attempt: int) -> dict[str, Any]:
     info = message.delivery_info or {}
     return {
@@ -288,7 +228,7 @@ def _republish(
         routing_key=info.get("routing_key") or "",
         content_type=message.content_type,
         content_encoding=message.content_encoding,
-        headers={**headers, ATTEMPT_HEADER: attempt + 1, RETRY_AT_HEADER: time.time() + delay},
+        headers=retry_headers(headers, attempt, delay),
         **props,
     )
 
