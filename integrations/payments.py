@@ -12,7 +12,8 @@ mutation the inbox guards.
 - ``INBOXGUARD_MAX_ATTEMPTS``: deliveries before ``retries_exhausted`` (5).
 - ``INBOXGUARD_RETRY_DELAY_MS``: spacing of retried deliveries (1000).
 - ``INBOXGUARD_HANDLER_DELAY_MS``: work simulated in each transaction (0).
-- ``INBOXGUARD_DELIVERY_LOG``: file receiving one line per delivery (none).
+- ``INBOXGUARD_DELIVERY_LOG``: file receiving a line ``ID`` when a delivery
+  starts and ``+ID`` when it is settled (none).
 - ``INBOXGUARD_VISIBILITY_TIMEOUT``: Redis, seconds before an unacked message
   is delivered again (3600).
 """
@@ -27,6 +28,16 @@ from sqlalchemy import Column, Integer, MetaData, String, Table
 from sqlalchemy.engine import Engine
 
 import inboxguard
+
+#: How long the reference apps keep evidence.
+RETENTION = dt.timedelta(days=7)
+_ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
+
+
+def async_url(url: str) -> str:
+    """The same database through its asyncio driver (asyncpg or aiosqlite)."""
+    scheme, rest = url.split("://", 1)
+    return f"{_ASYNC_DRIVERS.get(scheme.split('+')[0], scheme)}://{rest}"
 
 
 def _ms(name: str, default: str) -> dt.timedelta:
@@ -95,7 +106,7 @@ def make_inbox(engine: Engine, config: Config) -> inboxguard.Inbox:
     """The inbox of the reference apps, with its tables and the app's table created."""
     inbox = inboxguard.Inbox(
         engine,
-        retention=dt.timedelta(days=7),
+        retention=RETENTION,
         table_prefix=config.prefix,
         lock_timeout=config.lock_timeout,
     )

@@ -57,6 +57,9 @@ class Worker(ConsumerProducerMixin):
             with open(self.config.delivery_log, "a") as log:
                 log.write(f"{body.get('command_id')}\n")
         self.callback(body, message)
+        if self.config.delivery_log:
+            with open(self.config.delivery_log, "a") as log:
+                log.write(f"+{body.get('command_id')}\n")
 
     def apply_payment(self, body: dict[str, Any], message: Message) -> dict[str, Any]:
         session = inboxguard.current_session()

@@ -97,7 +97,17 @@ class Deliveries:
         path.touch()
 
     def all(self) -> list[str]:
-        return self.path.read_text().split()
+        """Command IDs of the deliveries started."""
+        return [t for t in self.path.read_text().split() if not t.startswith("+")]
+
+    def forget(self) -> None:
+        """Drop the log of a killed worker, whose last deliveries never settle."""
+        self.path.write_text("")
+
+    def settled(self) -> bool:
+        """Every delivery started so far has been acked or rejected."""
+        tokens = self.path.read_text().split()
+        return sum(t.startswith("+") for t in tokens) * 2 == len(tokens)
 
     def of(self, command_id: str) -> int:
         return self.all().count(command_id)

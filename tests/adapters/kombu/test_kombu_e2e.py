@@ -23,6 +23,7 @@ COMMANDS = 150
 def barrier(setup: KombuSetup, name: str = "barrier") -> None:
     setup.send({"command_id": name, "amount": 0})
     wait_until(lambda: paid(setup.engine, setup.config.prefix, name), 30, f"{name} applied")
+    wait_until(setup.deliveries.settled, 30, "every delivery settled")
 
 
 def test_duplicated_publishing_applies_each_command_exactly_once(kombu_setup: KombuSetup) -> None:
@@ -51,6 +52,7 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(
         worker.kill9()
     applied_before_restart = payments(kombu_setup.engine, prefix)[0]
     assert applied_before_restart < COMMANDS, "the kill did not land mid-stream"
+    kombu_setup.deliveries.forget()
     with kombu_setup.worker():
         wait_until(lambda: payments(kombu_setup.engine, prefix)[1] == COMMANDS, 60, "every payment")
         barrier(kombu_setup)
