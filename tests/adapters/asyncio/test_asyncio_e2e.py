@@ -8,11 +8,13 @@ published last; the tests wait for it and for every delivery to be logged.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 import pytest
 
 from inboxguard import QuarantineReason
+from inboxguard.adapters.aio_pika import SENT_AT_HEADER
 from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
 
 from .conftest import AsyncioSetup
@@ -86,6 +88,21 @@ def test_mismatch_is_quarantined_with_the_message_and_not_redelivered(
     assert "timestamp" in record.details["properties"]
     assert paid(asyncio_setup.engine, prefix, "m1") == [5]
     assert asyncio_setup.deliveries.of("m1") == 2
+    assert asyncio_setup.queue_depth() == 0
+
+
+def test_message_older_than_the_horizon_is_quarantined_not_applied(
+    asyncio_setup: AsyncioSetup,
+) -> None:
+    sent = (dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).isoformat()
+    with asyncio_setup.worker():
+        asyncio_setup.send({"command_id": "old", "amount": 1}, headers={SENT_AT_HEADER: sent})
+        wait_until(lambda: asyncio_setup.inbox.quarantined("payments"), 30, "a quarantine record")
+        barrier(asyncio_setup)
+    [record] = asyncio_setup.inbox.quarantined("payments")
+    assert record.reason == QuarantineReason.BEYOND_RETENTION
+    assert paid(asyncio_setup.engine, asyncio_setup.config.prefix, "old") == []
+    assert asyncio_setup.deliveries.of("old") == 1
     assert asyncio_setup.queue_depth() == 0
 
 

@@ -6,11 +6,13 @@ published before it was consumed: the worker takes one queue in order.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 import pytest
 
 from inboxguard import QuarantineReason
+from inboxguard.adapters.kombu import SENT_AT_HEADER
 from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
 
 from .conftest import KombuSetup
@@ -77,6 +79,21 @@ def test_mismatch_is_quarantined_with_the_message_and_not_redelivered(
     assert "timestamp" in record.details["properties"]
     assert paid(kombu_setup.engine, prefix, "m1") == [5]
     assert kombu_setup.deliveries.of("m1") == 2
+    assert kombu_setup.queue_depth() == 0
+
+
+def test_message_older_than_the_horizon_is_quarantined_not_applied(
+    kombu_setup: KombuSetup,
+) -> None:
+    sent = (dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).isoformat()
+    with kombu_setup.worker():
+        kombu_setup.send({"command_id": "old", "amount": 1}, headers={SENT_AT_HEADER: sent})
+        wait_until(lambda: kombu_setup.inbox.quarantined("payments"), 30, "a quarantine record")
+        barrier(kombu_setup)
+    [record] = kombu_setup.inbox.quarantined("payments")
+    assert record.reason == QuarantineReason.BEYOND_RETENTION
+    assert paid(kombu_setup.engine, kombu_setup.config.prefix, "old") == []
+    assert kombu_setup.deliveries.of("old") == 1
     assert kombu_setup.queue_depth() == 0
 
 
