@@ -21,10 +21,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Executable, text
+from sqlalchemy import Executable, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
 
-from inboxguard._schema import InboxTables
+from inboxguard._schema import InboxTables, UtcDateTime
 from inboxguard.dialects.base import Claim, ClaimSteps, Dialect
 
 __all__ = ["SqliteDialect"]
@@ -44,8 +44,17 @@ class SqliteDialect(Dialect):
         if lock_timeout is not None:
             millis = int(lock_timeout.total_seconds() * 1000)
             self._busy_stmt = text(f"PRAGMA busy_timeout = {millis}")
-        self._insert_stmt = insert(inbox).on_conflict_do_nothing(
-            index_elements=[inbox.c.consumer, inbox.c.command_id]
+        # SQL text so the compiled form is cached: SQLAlchemy 2.0 does not cache
+        # the dialect-specific insert() constructs (sqlalchemy/sqlalchemy#10445).
+        self._insert_stmt = text(
+            f"INSERT INTO {inbox.name}"
+            " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
+            " VALUES (:consumer, :command_id, :digest, :processed_at, :expires_at,"
+            " :result_expires_at) ON CONFLICT (consumer, command_id) DO NOTHING"
+        ).bindparams(
+            bindparam("processed_at", type_=UtcDateTime()),
+            bindparam("expires_at", type_=UtcDateTime()),
+            bindparam("result_expires_at", type_=UtcDateTime()),
         )
         q = tables.quarantine
         upsert = insert(q)
