@@ -56,7 +56,7 @@ def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(
 ) -> None:
     prefix = asyncio_setup.config.prefix
     asyncio_setup.send(*({"command_id": f"pay-{i}", "amount": i} for i in range(COMMANDS)))
-    with asyncio_setup.worker(INBOXGUARD_HANDLER_DELAY_MS="10") as worker:
+    with asyncio_setup.worker(INBOXGUARD_HANDLER_DELAY_MS="50") as worker:
         wait_until(lambda: payments(asyncio_setup.engine, prefix)[0] >= 30, 30, "30 payments")
         worker.kill9()
     applied_before_restart = payments(asyncio_setup.engine, prefix)[0]
