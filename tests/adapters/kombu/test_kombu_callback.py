@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, insert
 from sqlalchemy.orm import sessionmaker
 
 import inboxguard
-from inboxguard.adapters.kombu import guarded
+from inboxguard.adapters.kombu import ATTEMPT_HEADER, guarded
 from integrations.payments import payments_table
 from tests.adapters.generic_support import paid
 
@@ -102,4 +102,39 @@ def test_a_message_without_a_command_id_is_logged_in_full_and_rejected(
     assert "'command_id' key" in caplog.text
     assert "'amount': 4" in caplog.text
     assert seen == []
+    assert box.quarantined() == []
+
+
+def test_a_failed_attempt_is_retried_by_a_copy_and_applied_once(box: inboxguard.Inbox) -> None:
+    """The handler fails once (a lost connection, say): the original is acked, a copy
+    with the next attempt number is published, and the copy applies the command."""
+    table = payments_table(box.table_prefix)
+    attempts: list[int] = []
+
+    def flaky(body: dict[str, Any], message: Message) -> None:
+        attempts.append(int(message.headers.get(ATTEMPT_HEADER, 1)))
+        inboxguard.current_session().execute(
+            insert(table).values(command_id=body["command_id"], amount=body["amount"])
+        )
+        if len(attempts) == 1:
+            raise ConnectionResetError("database connection lost mid-transaction")
+
+    callback = guarded(
+        flaky,
+        box,
+        session_factory=sessionmaker(box.engine),
+        command_id="command_id",
+        consumer="payments",
+        retry_delay=dt.timedelta(0),
+    )
+    queue = Queue("pay-retry")
+    with Connection("memory://") as conn:
+        Producer(conn).publish(
+            {"command_id": "r1", "amount": 9}, routing_key="pay-retry", declare=[queue]
+        )
+        consume_one(conn, queue, callback)
+        consume_one(conn, queue, callback)
+        assert queue(conn.default_channel).get() is None
+    assert attempts == [1, 2]
+    assert paid(box.engine, box.table_prefix, "r1") == [9]
     assert box.quarantined() == []
