@@ -114,13 +114,17 @@ class InboxMiddleware(Middleware):
     def before_declare_actor(self, broker: Broker, actor: Actor[Any, Any]) -> None:
         """Wrap a guarded actor's function; refuse bad options loudly.
 
-        Errors are raised as ``MiddlewareError`` subclasses because Dramatiq
-        swallows any other exception raised by a hook.
+        Every error is raised as a ``ConfigurationError`` that is also a
+        ``MiddlewareError``: Dramatiq swallows any other exception raised by
+        a hook, which would leave the actor declared but unguarded.
         """
         try:
             self._declare(actor)
         except ConfigurationError as error:
             raise _RefusedConfigurationError(error.args[0]) from error
+        except Exception as error:  # anything else would leave the actor unguarded
+            msg = f"actor {actor.actor_name!r} cannot be guarded: {error}"
+            raise _RefusedConfigurationError(msg) from error
 
     def _declare(self, actor: Actor[Any, Any]) -> None:
         options = actor.options
