@@ -21,8 +21,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
+from inboxguard.adapters._dramatiq_windows import retry_span
 from inboxguard.adapters.dramatiq import InboxMiddleware
-from inboxguard.adapters.dramatiq._windows import retry_span
 
 pytestmark = pytest.mark.postgresql
 QUEUE = "default"
@@ -152,6 +152,29 @@ def test_mismatch_is_quarantined_and_dead_lettered_without_retry(
     assert record.details["message_id"] == tampered.message_id
     assert record.details["kwargs"] == {}
     assert record.details["args"] == ["o-1", 4]
+    assert rows(engine, effects) == [("o-1", 3)]
+
+
+def test_mismatch_is_not_retried_when_the_message_sets_its_own_throws(
+    stub: Any, worker: Worker, effects: Table, engine: Engine
+) -> None:
+    """A message-level ``throws`` (which Dramatiq prefers to the actor's; a
+    middleware can set it at run time) does not turn a refusal into a retry."""
+
+    class OwnThrows(Middleware):
+        def before_process_message(self, broker: Any, message: Any) -> None:
+            message.options["throws"] = (KeyError,)
+
+    stub.add_middleware(OwnThrows())
+    apply = declare_apply(stub, effects)
+    apply.send("o-1", 3)
+    stub.join(QUEUE)
+    tampered = apply.send("o-1", 4)
+    stub.join(QUEUE, fail_fast=False)
+    worker.join()
+
+    assert [m.message_id for m in stub.dead_letters] == [tampered.message_id]
+    assert "retries" not in stub.dead_letters[0].options
     assert rows(engine, effects) == [("o-1", 3)]
 
 

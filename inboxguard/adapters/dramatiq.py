@@ -1,4 +1,17 @@
-"""``InboxMiddleware``: declares the inbox actor options and guards those actors."""
+"""Dramatiq adapter: :class:`InboxMiddleware` runs guarded actors once per
+business command.
+
+Usage::
+
+    broker.add_middleware(InboxMiddleware(inbox, session_factory=sessionmaker(engine)))
+
+    @dramatiq.actor(inbox_command_id="order_id", inbox_consumer="orders.ship")
+    def ship(order_id: str, address: str) -> dict:
+        session = inboxguard.current_session()
+        ...
+
+See ``docs/adapters/dramatiq.md`` for the recipe and its guarantees.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +28,13 @@ from dramatiq.middleware import MiddlewareError
 from inboxguard._command import validate_identity
 from inboxguard._digest import digest_of
 from inboxguard._extract import command_id_getter
-from inboxguard.adapters.dramatiq._guard import (
+from inboxguard.adapters._dramatiq_guard import (
     NEVER_RETRIED,
     GuardedFn,
     SessionFactory,
     current_message,
 )
-from inboxguard.adapters.dramatiq._windows import replay_windows
+from inboxguard.adapters._dramatiq_windows import replay_windows
 from inboxguard.errors import (
     ConfigurationError,
     InboxGuardError,
