@@ -170,8 +170,9 @@ def _delete_queues(broker: object, queue: str) -> None:
         for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
             broker.channel.queue_delete(name)
     else:
-        client = broker.client
-        keys = client.keys(f"{broker.namespace}:{queue}*")
+        client, ns = broker.client, broker.namespace
+        keys = client.keys(f"{ns}:{queue}*")
+        keys += [k for k in client.keys(f"{ns}:__acks__.*") if queue in k.decode()]
         if keys:
             client.delete(*keys)
 

@@ -97,8 +97,9 @@ def declare_apply(broker: Any, effects: Table, **options: Any) -> Any:
     if "store_results" in broker.actor_options:
         options.setdefault("store_results", True)
     options.setdefault("min_backoff", 10)
+    options.setdefault("inbox_command_id", "order_id")
 
-    @dramatiq.actor(broker=broker, inbox_command_id="order_id", **options)
+    @dramatiq.actor(broker=broker, **options)
     def apply(order_id: str, qty: int) -> dict[str, int]:
         calls.append(order_id)
         inboxguard.current_session().execute(insert(effects).values(order_id=order_id, qty=qty))
@@ -262,6 +263,28 @@ def test_failed_commit_is_retried_never_acked_as_done(
     assert isinstance(spy.exceptions[0], Retry)
     assert spy.exceptions[1:] == [None]
     assert rows(engine, effects) == [("o-1", 3)]
+
+
+def test_command_id_from_a_callable_and_explicit_consumer(
+    stub: Any, worker: Worker, effects: Table, engine: Engine, box: inboxguard.Inbox
+) -> None:
+    """``inbox_command_id`` may be a callable over the actor's arguments; the
+    evidence is recorded under ``inbox_consumer``."""
+    apply = declare_apply(
+        stub,
+        effects,
+        inbox_command_id=lambda order_id, qty: f"ship:{order_id}",
+        inbox_consumer="orders.ship",
+    )
+    apply.send("o-1", 3)
+    apply.send("o-1", 3)
+    stub.join(QUEUE)
+    worker.join()
+
+    assert rows(engine, effects) == [("o-1", 3)]
+    record = box.lookup("orders.ship", "ship:o-1")
+    assert record is not None
+    assert record.result == {"qty": 3}
 
 
 def test_direct_call_is_guarded_too(stub: Any, effects: Table, engine: Engine) -> None:
