@@ -34,7 +34,7 @@ import dramatiq
 import inboxguard
 from inboxguard import ProviderRejectedError, ReconciliationRequiredError
 from integrations.dramatiq import worker as reference
-from integrations.ledger.dramatiq_model import ACTOR, parts
+from integrations.ledger.billing import ACTOR, parts
 
 settings = reference.settings
 

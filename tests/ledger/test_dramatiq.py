@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from integrations.dramatiq.brokers import make_broker
 from integrations.dramatiq.model import create_schema, drop_schema
 from integrations.dramatiq.settings import Settings
-from integrations.ledger import dramatiq_model as model
+from integrations.ledger import billing as model
 from tests.adapters.dramatiq.conftest import _delete_queues, pending
 from tests.conftest import REDIS_URL, require_service, unique
 from tests.helpers import wait_until

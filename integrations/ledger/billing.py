@@ -1,13 +1,14 @@
-"""Tables and messages of the Dramatiq ledger example, importable without a worker.
+"""The billing side of the Celery and Dramatiq ledger examples: invoices, the
+ledger and the sandbox gateway on one prefix, importable without a worker.
 
-The actor itself is in ``dramatiq_charges`` (importing it sets up the broker).
+The task and the actor are in ``celery_charges`` and ``dramatiq_charges``
+(importing those sets up their framework).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dramatiq import Message
 from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
 from sqlalchemy.engine import Engine
 
@@ -16,6 +17,8 @@ from inboxguard import EffectLedger
 from integrations.ledger.gateway import SandboxGateway
 
 ACTOR = "charge_invoice"
+#: The Celery task's registered name.
+CELERY_TASK = "billing.charge_invoice"
 
 
 def invoices_table(prefix: str) -> Table:
@@ -61,16 +64,23 @@ def drop_schema(engine: Engine, prefix: str) -> None:
     ledger.drop_schema()
 
 
-def charge_message(queue: str, invoice_id: int, amount: int) -> Message[Any]:
-    """A message for ``charge_invoice``, built without importing the worker."""
-    command_id = inboxguard.command_id_for("invoice.charge", invoice_id=invoice_id)
+def charge_message(queue: str, invoice_id: int, amount: int) -> Any:
+    """A Dramatiq message for ``charge_invoice``, built without importing the worker."""
+    from dramatiq import Message
+
     return Message(
         queue_name=queue,
         actor_name=ACTOR,
         args=(),
-        kwargs={"command_id": command_id, "invoice_id": invoice_id, "amount": amount},
+        kwargs=charge_kwargs(invoice_id, amount),
         options={},
     )
+
+
+def charge_kwargs(invoice_id: int, amount: int) -> dict[str, Any]:
+    """The arguments of a charge command; its ID derives from the invoice."""
+    command_id = inboxguard.command_id_for("invoice.charge", invoice_id=invoice_id)
+    return {"command_id": command_id, "invoice_id": invoice_id, "amount": amount}
 
 
 def paid(engine: Engine, prefix: str) -> dict[int, tuple[str | None, int]]:
