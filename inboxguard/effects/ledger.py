@@ -123,8 +123,17 @@ class EffectLedger:
     def effects(
         self, *, state: EffectState | str | None = None, limit: int = 100
     ) -> list[EffectRecord]:
-        """Records (without history), least recently updated first."""
-        states = None if state is None else (EffectState(state),)
+        """Records (without history), least recently updated first.
+
+        Raises:
+            ConfigurationError: ``state`` names no state.
+        """
+        try:
+            states = None if state is None else (EffectState(state),)
+        except ValueError:
+            names = ", ".join(s.value for s in EffectState)
+            msg = f"state {state!r} is not an effect state; use one of {names}"
+            raise ConfigurationError(msg) from None
         return self._store.select(states=states, limit=limit)
 
     # -- execute --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from inboxguard import (
+    ConfigurationError,
     EffectLedger,
     EffectOutcomeUnknownError,
     EffectState,
@@ -155,3 +156,5 @@ def test_l02_schema_is_idempotent_and_bad_keys_write_nothing(
             ledger.execute(bad, gateway, PAYLOAD)  # type: ignore[arg-type]
     assert ledger.effects() == []
     assert gateway.requests() == 0
+    with pytest.raises(ConfigurationError, match="unknown"):
+        ledger.effects(state="lost")
