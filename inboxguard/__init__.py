@@ -32,6 +32,7 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
+from inboxguard.purge import PurgePlan, PurgeReport
 from inboxguard.retention import RetentionPolicy
 
 __version__ = "0.1.0"
@@ -53,6 +54,8 @@ __all__ = [
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
+    "PurgePlan",
+    "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
     "ReconciliationRequiredError",

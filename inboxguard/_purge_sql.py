@@ -1,0 +1,215 @@
+"""Per-database statements of the purge: the single-purger lock and one batch
+of each step.
+
+Each batch picks at most ``n`` rows and deletes (or compacts) exactly those,
+re-checking the expiry condition in the deleting statement itself, so a row
+that has not expired is never touched whatever happens concurrently.
+
+=============================  ==========================  =====================  ========
+                               PostgreSQL                  MariaDB / MySQL        SQLite
+=============================  ==========================  =====================  ========
+one purger across instances    ``pg_try_advisory_lock``    ``GET_LOCK(name, 0)``  no
+rows a worker holds            skipped (``SKIP LOCKED``)   skipped (``SKIP        n/a (one
+                                                           LOCKED``)              writer)
+gap locks blocking inserts     none                        none (batches run at   n/a
+                                                           READ COMMITTED)
+statements per batch           1 (``DELETE ... IN          2 (locking ``SELECT``, 1
+                               (SELECT ... SKIP LOCKED)``)  then ``DELETE``)
+=============================  ==========================  =====================  ========
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, delete, func, select, text, tuple_, update
+from sqlalchemy.sql import ColumnElement, Select
+
+from inboxguard._schema import InboxTables
+
+__all__ = ["PurgeSql", "purge_sql_for"]
+
+#: Quarantine records purge may delete; open ones are never touched.
+RESOLVED = "resolved"
+
+
+class PurgeSql:
+    """The purge's statements for PostgreSQL and SQLite (one statement a batch)."""
+
+    #: Only one purger runs at a time across processes and hosts.
+    single_purger: ClassVar[bool] = False
+    #: Rows locked by a worker are skipped instead of waited for.
+    skips_locked_rows: ClassVar[bool] = False
+    #: Isolation level each batch runs at (None: the engine's default).
+    isolation_level: ClassVar[str | None] = None
+
+    def __init__(self, tables: InboxTables) -> None:
+        self.tables = tables
+        self.lock_name = f"inboxguard:purge:{tables.inbox.name}"
+
+    # -- the single-purger lock: held on the purge's connection for its whole run ------
+
+    def try_lock(self, conn: Connection) -> bool:
+        """Take the purge lock without waiting; True when taken (always, here)."""
+        return True
+
+    def unlock(self, conn: Connection) -> None:
+        """Release the purge lock."""
+
+    # -- one batch of each step ----------------------------------------------------------
+
+    def delete_expired(self, conn: Connection, now: dt.datetime, n: int) -> int:
+        """Delete up to ``n`` evidence rows with ``expires_at <= now``."""
+        c = self.tables.inbox.c
+        expired = c.expires_at <= now
+        picked = self._pick(select(c.consumer, c.command_id).where(expired), c.expires_at, n)
+        return self._delete_keys(conn, picked, [c.consumer, c.command_id], expired)
+
+    def drop_results(
+        self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
+    ) -> tuple[int, dt.datetime | None]:
+        """Null up to ``n`` results whose ``result_expires_at <= now``.
+
+        ``after`` resumes the scan where the previous batch ended. Returns the
+        count and the last ``result_expires_at`` seen.
+        """
+        inbox = self.tables.inbox
+        c = inbox.c
+        due = (c.result_expires_at <= now) & c.result.is_not(None)
+        if after is not None:
+            due = due & (c.result_expires_at >= after)
+        picked = self._pick(
+            select(c.consumer, c.command_id, c.result_expires_at).where(due), c.result_expires_at, n
+        )
+        rows = conn.execute(picked).all()
+        if not rows:
+            return 0, after
+        keys = [(r.consumer, r.command_id) for r in rows]
+        stmt = (
+            update(inbox).where(tuple_(c.consumer, c.command_id).in_(keys), due).values(result=None)
+        )
+        conn.execute(stmt)
+        return len(rows), max(r.result_expires_at for r in rows)
+
+    def delete_resolved_quarantine(self, conn: Connection, before: dt.datetime, n: int) -> int:
+        """Delete up to ``n`` resolved quarantine records last seen at or before ``before``."""
+        q = self.tables.quarantine.c
+        old = (q.status == RESOLVED) & (q.last_seen_at <= before)
+        picked = self._pick(select(q.id).where(old), q.id, n)
+        return self._delete_keys(conn, picked, [q.id], old)
+
+    def oldest_expiry(self, conn: Connection) -> dt.datetime | None:
+        """The earliest ``expires_at`` still stored."""
+        value: dt.datetime | None = conn.execute(
+            select(func.min(self.tables.inbox.c.expires_at))
+        ).scalar()
+        if value is not None and value.tzinfo is None:  # MIN() loses the column type on some
+            value = value.replace(tzinfo=dt.UTC)
+        return value
+
+    def count(self, conn: Connection, now: dt.datetime, before: dt.datetime | None) -> list[int]:
+        """What a purge at ``now`` would do: expired rows, results to drop,
+        resolved quarantine records to delete."""
+        c = self.tables.inbox.c
+        q = self.tables.quarantine.c
+        expired = select(func.count()).where(c.expires_at <= now)
+        due = select(func.count()).where(
+            c.result_expires_at <= now, c.result.is_not(None), c.expires_at > now
+        )
+        counts = [conn.execute(s).scalar_one() for s in (expired, due)]
+        if before is None:
+            return [*counts, 0]
+        resolved = select(func.count()).where(q.status == RESOLVED, q.last_seen_at <= before)
+        return [*counts, conn.execute(resolved).scalar_one()]
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _pick(self, stmt: Select[Any], order: ColumnElement[Any], n: int) -> Select[Any]:
+        picked = stmt.order_by(order).limit(n)
+        if self.skips_locked_rows:
+            picked = picked.with_for_update(skip_locked=True)
+        return picked
+
+    def _delete_keys(
+        self,
+        conn: Connection,
+        picked: Select[Any],
+        key: list[Any],
+        condition: ColumnElement[bool],
+    ) -> int:
+        table = key[0].table
+        stmt = delete(table).where(tuple_(*key).in_(picked), condition)
+        return int(conn.execute(stmt).rowcount)
+
+
+class PostgresqlPurgeSql(PurgeSql):
+    """PostgreSQL: an advisory lock, and ``SKIP LOCKED`` inside one ``DELETE``."""
+
+    single_purger = True
+    skips_locked_rows = True
+
+    def __init__(self, tables: InboxTables) -> None:
+        super().__init__(tables)
+        digest = hashlib.sha256(self.lock_name.encode()).digest()
+        self.lock_key = int.from_bytes(digest[:8], "big", signed=True)
+
+    def try_lock(self, conn: Connection) -> bool:
+        """``pg_try_advisory_lock``: session-level, returns at once."""
+        stmt = text("SELECT pg_try_advisory_lock(:key)")
+        return bool(conn.execute(stmt, {"key": self.lock_key}).scalar())
+
+    def unlock(self, conn: Connection) -> None:
+        """``pg_advisory_unlock``."""
+        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.lock_key})
+
+
+class MysqlPurgeSql(PurgeSql):
+    """MariaDB/MySQL: ``GET_LOCK``, and a ``SKIP LOCKED`` read of the keys
+    followed by a ``DELETE`` of exactly those (MySQL cannot delete from a table
+    it reads in a subquery)."""
+
+    single_purger = True
+    skips_locked_rows = True
+    isolation_level = "READ COMMITTED"
+
+    def __init__(self, tables: InboxTables) -> None:
+        super().__init__(tables)
+        if len(self.lock_name) > 64:  # GET_LOCK names are at most 64 characters
+            self.lock_name = (
+                "inboxguard:purge:" + hashlib.sha256(self.lock_name.encode()).hexdigest()[:40]
+            )
+
+    def try_lock(self, conn: Connection) -> bool:
+        """``GET_LOCK(name, 0)``: session-level, returns at once."""
+        return (
+            conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": self.lock_name}).scalar() == 1
+        )
+
+    def unlock(self, conn: Connection) -> None:
+        """``RELEASE_LOCK``."""
+        conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": self.lock_name})
+
+    def _delete_keys(
+        self,
+        conn: Connection,
+        picked: Select[Any],
+        key: list[Any],
+        condition: ColumnElement[bool],
+    ) -> int:
+        rows = conn.execute(picked).all()
+        if not rows:
+            return 0
+        table = key[0].table
+        stmt = delete(table).where(tuple_(*key).in_([tuple(r) for r in rows]), condition)
+        return int(conn.execute(stmt).rowcount)
+
+
+def purge_sql_for(name: str, tables: InboxTables) -> PurgeSql:
+    """The purge statements for a SQLAlchemy dialect name."""
+    if name == "postgresql":
+        return PostgresqlPurgeSql(tables)
+    if name in {"mysql", "mariadb"}:
+        return MysqlPurgeSql(tables)
+    return PurgeSql(tables)
