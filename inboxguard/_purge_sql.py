@@ -1,9 +1,12 @@
 """Per-database statements of the purge: the single-purger lock and one batch
 of each step.
 
-Each batch picks at most ``n`` rows and deletes (or compacts) exactly those,
-re-checking the expiry condition in the deleting statement itself, so a row
-that has not expired is never touched whatever happens concurrently.
+Each batch picks at most ``n`` rows that meet the condition (expired, result
+past its TTL, resolved and old) and deletes (or compacts) exactly those. On
+PostgreSQL and SQLite the writing statement repeats the condition; on
+MariaDB/MySQL the picked rows are locked by the picking read until the batch
+commits, so they cannot change in between. Either way a row that does not meet
+the condition is never touched, whatever runs concurrently.
 
 =============================  ==========================  =====================  ========
                                PostgreSQL                  MariaDB / MySQL        SQLite
@@ -13,8 +16,9 @@ rows a worker holds            skipped (``SKIP LOCKED``)   skipped (``SKIP      
                                                            LOCKED``)              writer)
 gap locks blocking inserts     none                        none (batches run at   n/a
                                                            READ COMMITTED)
-statements per batch           1 (``DELETE ... IN          2 (locking ``SELECT``, 1
-                               (SELECT ... SKIP LOCKED)``)  then ``DELETE``)
+statements per batch           1 (``DELETE ... IN          1 locking ``SELECT``,  1
+                               (SELECT ... SKIP LOCKED)``)  then one ``DELETE``
+                                                           by key per row
 =============================  ==========================  =====================  ========
 """
 
@@ -24,7 +28,7 @@ import datetime as dt
 import hashlib
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, delete, func, select, text, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, func, select, text, tuple_, update
 from sqlalchemy.sql import ColumnElement, Select
 
 from inboxguard._schema import InboxTables
@@ -44,6 +48,10 @@ class PurgeSql:
     skips_locked_rows: ClassVar[bool] = False
     #: Isolation level each batch runs at (None: the engine's default).
     isolation_level: ClassVar[str | None] = None
+    #: The writing statement repeats the expiry condition. MySQL drops it: the
+    #: picked rows are locked and unchanged, and the condition would steer the
+    #: optimizer to the expiry index, whose range scan waits on rows workers hold.
+    recheck_in_write: ClassVar[bool] = True
 
     def __init__(self, tables: InboxTables) -> None:
         self.tables = tables
@@ -87,9 +95,10 @@ class PurgeSql:
         if not rows:
             return 0, after
         keys = [(r.consumer, r.command_id) for r in rows]
-        stmt = (
-            update(inbox).where(tuple_(c.consumer, c.command_id).in_(keys), due).values(result=None)
-        )
+        where = tuple_(c.consumer, c.command_id).in_(keys)
+        if self.recheck_in_write:
+            where = where & due
+        stmt = update(inbox).where(where).values(result=None)
         conn.execute(stmt)
         return len(rows), max(r.result_expires_at for r in rows)
 
@@ -173,6 +182,7 @@ class MysqlPurgeSql(PurgeSql):
     single_purger = True
     skips_locked_rows = True
     isolation_level = "READ COMMITTED"
+    recheck_in_write = False
 
     def __init__(self, tables: InboxTables) -> None:
         super().__init__(tables)
@@ -201,9 +211,14 @@ class MysqlPurgeSql(PurgeSql):
         rows = conn.execute(picked).all()
         if not rows:
             return 0
+        # One key-equality DELETE per picked row (sent as executemany): InnoDB may
+        # answer a multi-key IN with a table scan that waits on rows workers hold,
+        # but a full primary-key match locks that row and nothing else. The rows
+        # are ours (locked by the read), so each one goes.
         table = key[0].table
-        stmt = delete(table).where(tuple_(*key).in_([tuple(r) for r in rows]), condition)
-        return int(conn.execute(stmt).rowcount)
+        stmt = delete(table).where(*[col == bindparam(f"k{i}") for i, col in enumerate(key)])
+        conn.execute(stmt, [{f"k{i}": value for i, value in enumerate(row)} for row in rows])
+        return len(rows)
 
 
 def purge_sql_for(name: str, tables: InboxTables) -> PurgeSql:

@@ -77,7 +77,8 @@ def _upsert(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
         set_={"position": ins.excluded.position, "updated_at": ins.excluded.updated_at},
         where=table.c.position < ins.excluded.position,
     )
-    return bool(conn.execute(stmt).rowcount)
+    # RETURNING yields a row only when the row was inserted or updated.
+    return conn.execute(stmt.returning(table.c.position)).first() is not None
 
 
 def _update_or_insert(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
