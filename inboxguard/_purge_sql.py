@@ -95,7 +95,7 @@ class PurgeSql:
         if not rows:
             return 0, after
         keys = [(r.consumer, r.command_id) for r in rows]
-        where = tuple_(c.consumer, c.command_id).in_(keys)
+        where: ColumnElement[bool] = tuple_(c.consumer, c.command_id).in_(keys)
         if self.recheck_in_write:
             where = where & due
         stmt = update(inbox).where(where).values(result=None)

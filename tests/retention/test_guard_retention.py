@@ -14,13 +14,15 @@ from tests.retention.helpers import DAY
 def claim(inbox: inboxguard.Inbox, command_id: str, *, sent_at: dt.datetime | None = None) -> dict:
     """Run a handler under the guard; return what it decided."""
     ran = []
-    with inbox.engine.begin() as conn:
-        with inbox.guard(
+    with (
+        inbox.engine.begin() as conn,
+        inbox.guard(
             conn, consumer="billing", command_id=command_id, payload={"n": 1}, sent_at=sent_at
-        ) as entry:
-            if not entry.duplicate:
-                ran.append(command_id)
-                entry.result = {"charged": command_id}
+        ) as entry,
+    ):
+        if not entry.duplicate:
+            ran.append(command_id)
+            entry.result = {"charged": command_id}
     return {
         "ran": bool(ran),
         "duplicate": entry.duplicate,

@@ -84,7 +84,7 @@ def test_purge_never_touches_open_quarantine_records(box: inboxguard.Inbox, cloc
         ({"batch_size": 0}, "batch_size"),
         ({"batch_size": "10"}, "batch_size"),
         ({"max_batches": 0}, "max_batches"),
-        ({"now": dt.datetime(2026, 1, 1)}, "timezone-aware"),  # noqa: DTZ001
+        ({"now": dt.datetime(2026, 1, 1)}, "timezone-aware"),
     ],
 )
 def test_bad_purge_arguments_are_refused(box: inboxguard.Inbox, clock, kwargs, fragment) -> None:
