@@ -46,7 +46,7 @@ def seed(
         {
             "consumer": consumer,
             "command_id": command_id,
-            "digest": "sha256:" + "0" * 64,
+            "digest": inboxguard.digest_of({}),  # the payload the tests redeliver
             "result": result,
             "processed_at": processed_at,
             "expires_at": processed_at + policy.horizon,
@@ -73,3 +73,14 @@ def count_rows(inbox: inboxguard.Inbox) -> int:
     """How many evidence rows are stored."""
     with inbox.engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(inbox.tables.inbox)).scalar_one())
+
+
+#: The worked example of docs/retention.md, importable as
+#: ``--policy tests.retention.helpers:WORKED_EXAMPLE``.
+WORKED_EXAMPLE = inboxguard.RetentionPolicy(
+    visibility_timeout=dt.timedelta(hours=1),
+    dead_letter_replay=dt.timedelta(days=30),
+    dispute=dt.timedelta(days=60),
+    margin=dt.timedelta(days=2),
+    result_ttl=dt.timedelta(days=7),
+)
