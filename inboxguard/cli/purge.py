@@ -9,6 +9,7 @@ import time
 from typing import Any, TextIO
 
 from sqlalchemy import create_engine, inspect
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from inboxguard._clock import utc_now
@@ -57,40 +58,44 @@ def _purge(args: argparse.Namespace) -> int:
     except (ArgumentError, ImportError) as error:
         print(f"inboxguard purge: --url {args.url!r} is not usable: {error}", file=sys.stderr)
         return 2
-    tables = inbox_tables(args.prefix)
-    now = utc_now()
-    before = now - args.resolved_older_than if args.resolved_older_than is not None else None
     try:
-        if not inspect(engine).has_table(tables.inbox.name):
-            print(
-                f"inboxguard purge: no table {tables.inbox.name!r} at that URL;"
-                " check --prefix (or run create_schema() first)",
-                file=sys.stderr,
-            )
-            return 2
-        plan = plan_purge(engine, tables, now, before)
-        if args.dry_run:
-            print(
-                f"dry run: {plan.expired} expired rows, {plan.results_due} results past their"
-                f" TTL, {plan.quarantine_due} resolved quarantine records would be purged"
-            )
-            return 0
-        bar = ProgressBar(plan.expired + plan.results_due + plan.quarantine_due, sys.stderr)
-        report = run_purge(
-            engine,
-            tables,
-            now=now,
-            quarantine_before=before,
-            batch_size=args.batch_size,
-            max_batches=args.max_batches,
-            progress=bar.update,
-        )
-        bar.finish()
+        return _purge_with(engine, args)
     except DBAPIError as error:
         print(f"inboxguard purge: the database refused: {error.orig}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()
+
+
+def _purge_with(engine: Engine, args: argparse.Namespace) -> int:
+    tables = inbox_tables(args.prefix)
+    if not inspect(engine).has_table(tables.inbox.name):
+        print(
+            f"inboxguard purge: no table {tables.inbox.name!r} at that URL;"
+            " check --prefix (or run create_schema() first)",
+            file=sys.stderr,
+        )
+        return 2
+    now = utc_now()
+    before = now - args.resolved_older_than if args.resolved_older_than is not None else None
+    plan = plan_purge(engine, tables, now, before)
+    if args.dry_run:
+        print(
+            f"dry run: {plan.expired} expired rows, {plan.results_due} results past their"
+            f" TTL, {plan.quarantine_due} resolved quarantine records would be purged"
+        )
+        return 0
+    bar = ProgressBar(plan.expired + plan.results_due + plan.quarantine_due, sys.stderr)
+    report = run_purge(
+        engine,
+        tables,
+        now=now,
+        quarantine_before=before,
+        batch_size=args.batch_size,
+        max_batches=args.max_batches,
+        progress=bar.update,
+    )
+    bar.finish()
     print(report.summary())
     return 0
 
