@@ -33,7 +33,7 @@ from inboxguard.errors import (
 )
 from inboxguard.inbox import Inbox
 from inboxguard.purge import PurgePlan, PurgeReport
-from inboxguard.retention import RetentionPolicy
+from inboxguard.retention import RetentionPolicy, WindowRow
 
 __version__ = "0.1.0"
 
@@ -63,6 +63,7 @@ __all__ = [
     "RetentionPolicy",
     "StaleLeaseError",
     "UnsupportedDialectError",
+    "WindowRow",
     "command_id_for",
     "current_session",
     "digest_of",

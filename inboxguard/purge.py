@@ -43,7 +43,9 @@ class PurgeReport:
     ``acquired`` is false when another purger held the lock (nothing was
     done); ``complete`` is false when ``max_batches`` stopped the purge before
     every expired row was gone. ``oldest_remaining_expiry`` is the earliest
-    ``expires_at`` left in the inbox (None when it is empty).
+    ``expires_at`` left in the inbox (None when it is empty). ``retries``
+    counts batches retried after a lock timeout or deadlock; ``now`` is the
+    instant the purge measured expiry against.
     """
 
     deleted: int = 0

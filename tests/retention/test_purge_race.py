@@ -65,7 +65,11 @@ def test_purge_racing_four_workers_loses_no_evidence(box: inboxguard.Inbox, cloc
     assert not errors, errors
     assert during > 0  # the workers really claimed while the purge ran
     assert report.deleted == len(expired)
-    assert report.results_dropped == len(young)
+    # a result row a worker held (a duplicate's locking read) was skipped, not waited
+    # for; the next purge compacts it
+    again = box.purge(batch_size=50)
+    assert again.deleted == 0
+    assert report.results_dropped + again.results_dropped == len(young)
     fresh = {f"w{n}-{i}" for n in range(WORKERS) for i in range(PER_WORKER)}
     assert stored_ids(box, "live") == fresh  # every claim's evidence survived
     assert stored_ids(box, "seed") == set(young)  # unexpired evidence untouched

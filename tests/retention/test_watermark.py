@@ -65,6 +65,7 @@ def test_bad_watermark_input_is_refused_and_writes_nothing(
     assert stored(box) is None
 
 
+@pytest.mark.e2e
 def test_concurrent_advances_from_processes_never_go_backwards(
     box: inboxguard.Inbox, db_url: str
 ) -> None:
