@@ -2,7 +2,8 @@
 of each step.
 
 Each batch picks at most ``n`` rows that meet the condition (expired, result
-past its TTL, resolved and old) and deletes (or compacts) exactly those. On
+past its TTL, resolved and old) and deletes (or compacts) exactly those,
+addressed physically (``ctid``, ``rowid``) or by full primary key. On
 PostgreSQL and SQLite the writing statement repeats the condition; on
 MariaDB/MySQL the picked rows are locked by the picking read until the batch
 commits, so they cannot change in between. Either way a row that does not meet
@@ -16,9 +17,9 @@ rows a worker holds            skipped (``SKIP LOCKED``)   skipped (``SKIP      
                                                            LOCKED``)              writer)
 gap locks blocking inserts     none                        none (batches run at   n/a
                                                            READ COMMITTED)
-statements per batch           1 (``DELETE ... IN          1 locking ``SELECT``,  1
-                               (SELECT ... SKIP LOCKED)``)  then one ``DELETE``
-                                                           by key per row
+statements per batch           1 (``DELETE ... WHERE       1 locking ``SELECT``,  1 (by
+                               ctid = ANY(ARRAY(SELECT     then one write by      rowid)
+                               ctid ... SKIP LOCKED))``)   key per row
 =============================  ==========================  =====================  ========
 """
 
@@ -26,9 +27,19 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, bindparam, delete, func, select, text, tuple_, update
+from sqlalchemy import (
+    Connection,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.sql import ColumnElement, Select
 
 from inboxguard._schema import InboxTables
@@ -40,7 +51,7 @@ RESOLVED = "resolved"
 
 
 class PurgeSql:
-    """The purge's statements for PostgreSQL and SQLite (one statement a batch)."""
+    """The purge's statements for SQLite: rows addressed by ``rowid``."""
 
     #: Only one purger runs at a time across processes and hosts.
     single_purger: ClassVar[bool] = False
@@ -48,10 +59,8 @@ class PurgeSql:
     skips_locked_rows: ClassVar[bool] = False
     #: Isolation level each batch runs at (None: the engine's default).
     isolation_level: ClassVar[str | None] = None
-    #: The writing statement repeats the expiry condition. MySQL drops it: the
-    #: picked rows are locked and unchanged, and the condition would steer the
-    #: optimizer to the expiry index, whose range scan waits on rows workers hold.
-    recheck_in_write: ClassVar[bool] = True
+    #: The column that addresses a row physically.
+    address: ClassVar[str] = "rowid"
 
     def __init__(self, tables: InboxTables) -> None:
         self.tables = tables
@@ -73,7 +82,7 @@ class PurgeSql:
         c = self.tables.inbox.c
         expired = c.expires_at <= now
         picked = self._pick(select(c.consumer, c.command_id).where(expired), c.expires_at, n)
-        return self._delete_keys(conn, picked, [c.consumer, c.command_id], expired)
+        return self._delete(conn, picked, [c.consumer, c.command_id], expired)
 
     def drop_results(
         self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
@@ -88,26 +97,22 @@ class PurgeSql:
         due = (c.result_expires_at <= now) & c.result.is_not(None)
         if after is not None:
             due = due & (c.result_expires_at >= after)
-        picked = self._pick(
-            select(c.consumer, c.command_id, c.result_expires_at).where(due), c.result_expires_at, n
+        picked = self._pick(select(c.consumer, c.command_id).where(due), c.result_expires_at, n)
+        stmt = (
+            update(inbox)
+            .where(self._match(picked), due)
+            .values(result=None)
+            .returning(c.result_expires_at)
         )
-        rows = conn.execute(picked).all()
-        if not rows:
-            return 0, after
-        keys = [(r.consumer, r.command_id) for r in rows]
-        where: ColumnElement[bool] = tuple_(c.consumer, c.command_id).in_(keys)
-        if self.recheck_in_write:
-            where = where & due
-        stmt = update(inbox).where(where).values(result=None)
-        conn.execute(stmt)
-        return len(rows), max(r.result_expires_at for r in rows)
+        seen = list(conn.execute(stmt).scalars())
+        return len(seen), max(seen, default=after)
 
     def delete_resolved_quarantine(self, conn: Connection, before: dt.datetime, n: int) -> int:
         """Delete up to ``n`` resolved quarantine records last seen at or before ``before``."""
         q = self.tables.quarantine.c
         old = (q.status == RESOLVED) & (q.last_seen_at <= before)
         picked = self._pick(select(q.id).where(old), q.id, n)
-        return self._delete_keys(conn, picked, [q.id], old)
+        return self._delete(conn, picked, [q.id], old)
 
     def oldest_expiry(self, conn: Connection) -> dt.datetime | None:
         """The earliest ``expires_at`` still stored."""
@@ -141,28 +146,40 @@ class PurgeSql:
             picked = picked.with_for_update(skip_locked=True)
         return picked
 
-    def _delete_keys(
+    def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
+        """The picked rows, by physical address: a lookup per row, never a scan."""
+        address: ColumnElement[Any] = literal_column(self.address)
+        return address.in_(picked.with_only_columns(address))
+
+    def _delete(
         self,
         conn: Connection,
         picked: Select[Any],
         key: list[Any],
         condition: ColumnElement[bool],
     ) -> int:
-        table = key[0].table
-        stmt = delete(table).where(tuple_(*key).in_(picked), condition)
+        stmt = delete(key[0].table).where(self._match(picked), condition)
         return int(conn.execute(stmt).rowcount)
 
 
 class PostgresqlPurgeSql(PurgeSql):
-    """PostgreSQL: an advisory lock, and ``SKIP LOCKED`` inside one ``DELETE``."""
+    """PostgreSQL: an advisory lock, and ``SKIP LOCKED`` inside one statement."""
 
     single_purger = True
     skips_locked_rows = True
+    address = "ctid"
 
     def __init__(self, tables: InboxTables) -> None:
         super().__init__(tables)
         digest = hashlib.sha256(self.lock_name.encode()).digest()
         self.lock_key = int.from_bytes(digest[:8], "big", signed=True)
+
+    def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
+        """``ctid = ANY(ARRAY(SELECT ctid ... SKIP LOCKED))``: a TID scan of the
+        picked rows (a key ``IN (subquery)`` is planned as a hash join over the
+        whole table once most rows are expired)."""
+        ctid: ColumnElement[Any] = literal_column("ctid")
+        return ctid == func.any(func.array(picked.with_only_columns(ctid).scalar_subquery()))
 
     def try_lock(self, conn: Connection) -> bool:
         """``pg_try_advisory_lock``: session-level, returns at once."""
@@ -175,14 +192,13 @@ class PostgresqlPurgeSql(PurgeSql):
 
 
 class MysqlPurgeSql(PurgeSql):
-    """MariaDB/MySQL: ``GET_LOCK``, and a ``SKIP LOCKED`` read of the keys
-    followed by a ``DELETE`` of exactly those (MySQL cannot delete from a table
+    """MariaDB/MySQL: ``GET_LOCK``, and a ``SKIP LOCKED`` read of the keys, then
+    one write per picked row by its full primary key (MySQL cannot write a table
     it reads in a subquery)."""
 
     single_purger = True
     skips_locked_rows = True
     isolation_level = "READ COMMITTED"
-    recheck_in_write = False
 
     def __init__(self, tables: InboxTables) -> None:
         super().__init__(tables)
@@ -201,24 +217,46 @@ class MysqlPurgeSql(PurgeSql):
         """``RELEASE_LOCK``."""
         conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": self.lock_name})
 
-    def _delete_keys(
+    def drop_results(
+        self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
+    ) -> tuple[int, dt.datetime | None]:
+        """Null up to ``n`` results past their TTL: pick and lock, then write by key."""
+        c = self.tables.inbox.c
+        due = (c.result_expires_at <= now) & c.result.is_not(None)
+        if after is not None:
+            due = due & (c.result_expires_at >= after)
+        picked = self._pick(
+            select(c.consumer, c.command_id, c.result_expires_at).where(due), c.result_expires_at, n
+        )
+        rows = conn.execute(picked).all()
+        if rows:
+            stmt = update(self.tables.inbox).where(*_by_key([c.consumer, c.command_id]))
+            conn.execute(stmt.values(result=None), _key_params(row[:2] for row in rows))
+        return len(rows), max((r.result_expires_at for r in rows), default=after)
+
+    def _delete(
         self,
         conn: Connection,
         picked: Select[Any],
         key: list[Any],
         condition: ColumnElement[bool],
     ) -> int:
+        # The picked rows are locked by the read until the batch commits, so they
+        # still meet the condition. One full-key DELETE per row (sent as
+        # executemany): InnoDB may answer a multi-key IN, or a repeated condition,
+        # with a scan that waits on rows workers hold; a full key locks one row.
         rows = conn.execute(picked).all()
-        if not rows:
-            return 0
-        # One key-equality DELETE per picked row (sent as executemany): InnoDB may
-        # answer a multi-key IN with a table scan that waits on rows workers hold,
-        # but a full primary-key match locks that row and nothing else. The rows
-        # are ours (locked by the read), so each one goes.
-        table = key[0].table
-        stmt = delete(table).where(*[col == bindparam(f"k{i}") for i, col in enumerate(key)])
-        conn.execute(stmt, [{f"k{i}": value for i, value in enumerate(row)} for row in rows])
+        if rows:
+            conn.execute(delete(key[0].table).where(*_by_key(key)), _key_params(rows))
         return len(rows)
+
+
+def _by_key(key: list[Any]) -> list[ColumnElement[bool]]:
+    return [col == bindparam(f"k{i}") for i, col in enumerate(key)]
+
+
+def _key_params(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    return [{f"k{i}": value for i, value in enumerate(row)} for row in rows]
 
 
 def purge_sql_for(name: str, tables: InboxTables) -> PurgeSql:
