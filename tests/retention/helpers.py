@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
-from collections.abc import Callable
 
-import pytest
 from sqlalchemy import func, insert, select
 
 import inboxguard
+from tests.helpers import wait_until
+
+__all__ = ["DAY", "WORKED_EXAMPLE", "count_rows", "policy", "seed", "stored_ids", "wait_until"]
 
 DAY = dt.timedelta(days=1)
 
@@ -20,15 +20,6 @@ def policy() -> inboxguard.RetentionPolicy:
     return inboxguard.RetentionPolicy(
         replay=dt.timedelta(days=10), margin=dt.timedelta(0), result_ttl=dt.timedelta(days=2)
     )
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(0.01)
 
 
 def seed(
