@@ -7,24 +7,33 @@ or below it is a duplicate; a higher one advances it. The row is kept forever.
 
 Positions are integers (signed 64-bit): a sequence number, an epoch, or a
 period such as ``202611`` for November 2026. The advance runs in the caller's
-transaction and is a single conditional write on the row, so concurrent
-advances from several processes serialize on the row lock and the stored
-position never goes backwards.
+transaction as a conditional write that only raises the stored position and
+locks the row (PostgreSQL, SQLite: one upsert; MariaDB/MySQL: a conditional
+UPDATE, then INSERT IGNORE for a new key), so concurrent advances from several
+processes serialize on the row and the stored position never goes backwards.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import functools
 
-from sqlalchemy import BigInteger, Column, Connection, PrimaryKeyConstraint, Table, insert, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Executable,
+    PrimaryKeyConstraint,
+    Table,
+    bindparam,
+    text,
+)
 
 from inboxguard._command import validate_identity
 from inboxguard._schema import InboxTables, UtcDateTime, id_type
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["advance", "watermark_table"]
+__all__ = ["advance", "statements", "watermark_table"]
 
 _MIN, _MAX = -(2**63), 2**63 - 1
 
@@ -63,42 +72,47 @@ def advance(
         msg = f"position {position} does not fit a signed 64-bit integer"
         raise ConfigurationError(msg)
     values = {"consumer": consumer, "key": key, "position": position, "updated_at": now}
-    name = conn.dialect.name
-    if name in {"postgresql", "sqlite"}:
-        return _upsert(conn, table, values)
-    return _update_or_insert(conn, table, values)
+    stmts = statements(table, conn.dialect.name)
+    if len(stmts) == 1:  # PostgreSQL, SQLite: one conditional upsert
+        return conn.execute(stmts[0], values).first() is not None
+    raise_, insert_ignore = stmts
+    # MariaDB/MySQL: a conditional UPDATE (a locking current read), then, when
+    # nothing matched, INSERT IGNORE; if the insert lost a race, the UPDATE once
+    # more against the row that now exists. The driver reports *matched* rows and
+    # the WHERE only matches a lower position, so 1 means it advanced. (ON
+    # DUPLICATE KEY UPDATE cannot tell "inserted" from "unchanged" under that flag.)
+    if conn.execute(raise_, values).rowcount:
+        return True
+    if conn.execute(insert_ignore, values).rowcount:
+        return True
+    return bool(conn.execute(raise_, values).rowcount)
 
 
-def _upsert(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
-    """PostgreSQL and SQLite: one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE``."""
-    ins = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
-    stmt = ins.values(values).on_conflict_do_update(
-        index_elements=[table.c.consumer, table.c.key],
-        set_={"position": ins.excluded.position, "updated_at": ins.excluded.updated_at},
-        where=table.c.position < ins.excluded.position,
-    )
-    # RETURNING yields a row only when the row was inserted or updated.
-    return conn.execute(stmt.returning(table.c.position)).first() is not None
+@functools.cache
+def statements(table: Table, dialect_name: str) -> tuple[Executable, ...]:
+    """The advance's statements for one table and database, built once.
 
-
-def _update_or_insert(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
-    """MariaDB/MySQL: a conditional ``UPDATE`` (a locking current read), then,
-    when nothing matched, ``INSERT IGNORE``; if the insert lost a race, the
-    ``UPDATE`` once more against the row that now exists.
-
-    The driver reports *matched* rows, and the ``WHERE`` only matches a lower
-    position, so a count of 1 means it advanced. (``ON DUPLICATE KEY UPDATE``
-    cannot tell "inserted" from "unchanged" under that flag.)
+    Written so that SQLAlchemy caches their compiled form (its dialect-specific
+    ``insert()`` constructs are recompiled on every execution).
     """
-    c = table.c
-    raise_ = (
-        update(table)
-        .where(c.consumer == values["consumer"], c.key == values["key"])
-        .where(c.position < values["position"])
-        .values(position=values["position"], updated_at=values["updated_at"])
-    )
-    if conn.execute(raise_).rowcount:
-        return True
-    if conn.execute(insert(table).prefix_with("IGNORE").values(values)).rowcount:
-        return True
-    return bool(conn.execute(raise_).rowcount)
+    updated_at = bindparam("updated_at", type_=UtcDateTime())
+    if dialect_name in {"postgresql", "sqlite"}:
+        # The table name is built from a validated prefix; every value is bound.
+        upsert = text(
+            f'INSERT INTO {table.name} (consumer, "key", position, updated_at)'  # noqa: S608
+            " VALUES (:consumer, :key, :position, :updated_at)"
+            ' ON CONFLICT (consumer, "key") DO UPDATE'
+            " SET position = excluded.position, updated_at = excluded.updated_at"
+            f" WHERE {table.name}.position < excluded.position"
+            " RETURNING position"  # a row only when inserted or advanced
+        ).bindparams(updated_at)
+        return (upsert,)
+    raise_ = text(
+        f"UPDATE {table.name} SET position = :position, updated_at = :updated_at"  # noqa: S608
+        " WHERE consumer = :consumer AND `key` = :key AND position < :position"
+    ).bindparams(updated_at)
+    insert_ignore = text(
+        f"INSERT IGNORE INTO {table.name} (consumer, `key`, position, updated_at)"  # noqa: S608
+        " VALUES (:consumer, :key, :position, :updated_at)"
+    ).bindparams(updated_at)
+    return raise_, insert_ignore
