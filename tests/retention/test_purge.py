@@ -146,3 +146,45 @@ def test_purge_skips_a_row_another_transaction_holds(box: inboxguard.Inbox, cloc
     finally:
         holder.close()
     assert box.purge().deleted == 1
+
+
+def test_purge_holds_no_lock_between_batches(box: inboxguard.Inbox, clock, db_url) -> None:
+    """A claim waits for one batch at most: between batches the purge holds nothing,
+    so claims on rows the next batch will take go through with a tiny lock timeout."""
+    for i in range(30):  # distinct expiries: batches take them in this order
+        seed(box, [f"old-{i:02}"], processed_at=clock.now - 20 * DAY + i * SECOND)
+    other_engine = create_engine(db_url)
+    impatient = inboxguard.Inbox(
+        other_engine,
+        retention=box.retention,
+        table_prefix=box.table_prefix,
+        clock=clock,
+        lock_timeout=dt.timedelta(milliseconds=50),
+    )
+    outcomes: list[tuple[int, str, bool]] = []
+
+    def between_batches(report: inboxguard.PurgeReport) -> None:
+        if report.batches > 2:
+            return
+        for command_id in ("old-29", f"old-{report.batches - 1:02}"):
+            with (
+                other_engine.begin() as conn,
+                impatient.guard(conn, consumer="seed", command_id=command_id, payload={}) as entry,
+            ):
+                outcomes.append((report.batches, command_id, entry.duplicate))
+
+    try:
+        report = box.purge(batch_size=10, progress=between_batches)
+    finally:
+        other_engine.dispose()
+    # old-29 is still there (a later batch takes it): a duplicate, no wait; old-00 and
+    # old-01 were just deleted: a redelivery claims them afresh (beyond the horizon,
+    # only a guard without sent_at lets that happen)
+    assert outcomes == [
+        (1, "old-29", True),
+        (1, "old-00", False),
+        (2, "old-29", True),
+        (2, "old-01", False),
+    ]
+    assert report.deleted == 30
+    assert stored_ids(box) == {"old-00", "old-01"}
