@@ -200,22 +200,21 @@ class MysqlPurgeSql(PurgeSql):
     skips_locked_rows = True
     isolation_level = "READ COMMITTED"
 
-    def __init__(self, tables: InboxTables) -> None:
-        super().__init__(tables)
-        if len(self.lock_name) > 64:  # GET_LOCK names are at most 64 characters
-            self.lock_name = (
-                "inboxguard:purge:" + hashlib.sha256(self.lock_name.encode()).hexdigest()[:40]
-            )
+    #: ``GET_LOCK`` names are server-wide and at most 64 characters: the name
+    #: hashes the current database with the table, so inboxes with the same prefix
+    #: in two databases of one server do not exclude each other.
+    _LOCK = (
+        "CONCAT('inboxguard:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', :name), 256), 48))"
+    )
 
     def try_lock(self, conn: Connection) -> bool:
         """``GET_LOCK(name, 0)``: session-level, returns at once."""
-        return (
-            conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": self.lock_name}).scalar() == 1
-        )
+        stmt = text(f"SELECT GET_LOCK({self._LOCK}, 0)")
+        return conn.execute(stmt, {"name": self.lock_name}).scalar() == 1
 
     def unlock(self, conn: Connection) -> None:
         """``RELEASE_LOCK``."""
-        conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": self.lock_name})
+        conn.execute(text(f"SELECT RELEASE_LOCK({self._LOCK})"), {"name": self.lock_name})
 
     def drop_results(
         self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
