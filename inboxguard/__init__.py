@@ -32,7 +32,8 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
-from inboxguard.retention import RetentionPolicy
+from inboxguard.purge import PurgePlan, PurgeReport
+from inboxguard.retention import RetentionPolicy, WindowRow
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,8 @@ __all__ = [
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
+    "PurgePlan",
+    "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
     "ReconciliationRequiredError",
@@ -60,6 +63,7 @@ __all__ = [
     "RetentionPolicy",
     "StaleLeaseError",
     "UnsupportedDialectError",
+    "WindowRow",
     "command_id_for",
     "current_session",
     "digest_of",
