@@ -37,7 +37,8 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
-from inboxguard.retention import RetentionPolicy
+from inboxguard.purge import PurgePlan, PurgeReport
+from inboxguard.retention import RetentionPolicy, WindowRow
 
 __version__ = "0.1.0"
 
@@ -65,6 +66,8 @@ __all__ = [
     "Provider",
     "ProviderContract",
     "ProviderRejectedError",
+    "PurgePlan",
+    "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
     "Receipt",
@@ -74,6 +77,7 @@ __all__ = [
     "RetentionPolicy",
     "StaleLeaseError",
     "UnsupportedDialectError",
+    "WindowRow",
     "command_id_for",
     "current_session",
     "digest_of",

@@ -41,8 +41,10 @@ def test_alembic_upgrade_matches_create_schema(
     engine: Engine, db_url: str, prefix: str, tmp_path: Path
 ) -> None:
     """`alembic upgrade inboxguard@head` then downgrade, next to create_schema()."""
-    cfg = Config(str(tmp_path / "alembic.ini"))
-    command.init(cfg, str(tmp_path / "env"))
+    command.init(Config(str(tmp_path / "alembic.ini")), str(tmp_path / "env"))
+    # A Config without a file: the generated env.py then skips fileConfig(), which
+    # would disable every existing logger (the inboxguard logger included).
+    cfg = Config()
     cfg.set_main_option("script_location", str(tmp_path / "env"))
     cfg.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
     cfg.set_main_option("version_locations", VERSION_LOCATION)
@@ -51,7 +53,7 @@ def test_alembic_upgrade_matches_create_schema(
 
     Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "b_").create_schema()
     migrated_shape = _shape(engine, prefix + "a_")
-    assert set(migrated_shape) == {"inbox", "quarantine"}
+    assert set(migrated_shape) == {"inbox", "quarantine", "watermark"}
     assert migrated_shape == _shape(engine, prefix + "b_")
 
     migrated = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "a_")
