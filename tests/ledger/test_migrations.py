@@ -21,6 +21,7 @@ def test_l12_alembic_branch_matches_create_schema(
     command.init(cfg, str(tmp_path / "env"))
     cfg.set_main_option("script_location", str(tmp_path / "env"))
     cfg.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
+    cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("version_locations", VERSION_LOCATION)
     cfg.set_main_option("inboxguard_table_prefix", prefix + "a_")
     command.upgrade(cfg, "inboxguard_effects@head")
