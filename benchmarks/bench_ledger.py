@@ -5,8 +5,8 @@ measure what the ledger adds, not a network. Each round runs, in one process:
 
 - ``bare``: the provider call, then one INSERT of its receipt in a transaction
   (what a careful caller writes without a ledger);
-- ``execute``: ``ledger.execute`` on a fresh effect key (commit ``prepared``,
-  call, record ``confirmed``: two transactions, four statements);
+- ``execute``: ``ledger.execute`` on a fresh effect key (a read, then commit
+  ``prepared``, call, record ``confirmed``: two write transactions);
 - ``repeat``: ``ledger.execute`` on an already-confirmed key (one read, no call).
 
 Ratios are taken within a round and the median over rounds is reported. Run
@@ -141,10 +141,11 @@ def main() -> None:
         f"{EFFECTS:,} effects per mode after a {WARMUP}-effect warm-up, {ROUNDS} rounds, one"
         " process; ratios are taken within a round, median (min-max) shown. `bare` is a"
         " provider call (an in-process stub, no I/O) followed by one INSERT of its receipt"
-        " in a transaction; `execute` is `ledger.execute` on a fresh key (commit"
-        " `prepared` with its history entry, call, record `confirmed` with its history"
-        " entry: two transactions); `repeat` is `ledger.execute` on a confirmed key (one"
-        " read, no provider call). Against a real provider the network round trip"
+        " in a transaction; `execute` is `ledger.execute` on a fresh key (a read, then"
+        " commit `prepared` with its history entry, call, record `confirmed` with its"
+        " history entry: two write transactions); `repeat` is `ledger.execute` on a"
+        " confirmed key (one read, no provider call). Against a real provider the network"
+        " round trip"
         " dominates both.\n\n" + table(header, rows)
     )
     write_section("ledger", "Ledger overhead (`benchmarks/bench_ledger.py`)", body)

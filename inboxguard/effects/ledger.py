@@ -174,14 +174,16 @@ class EffectLedger:
         owner = f"{self.actor}/{uuid.uuid4().hex[:12]}"
         for _ in range(3):
             now = checked_now(self.clock)
-            held = self._store.insert_prepared(
-                prepared_row(key, provider_name(provider, contract), digest, owner, now, lease),
-                self._rec.event("prepare", now),
-            )
-            if held is not None:
-                return self._dispatch(held, provider, payload, lease)
+            # Read first (a redelivery is common and costs one SELECT); insert
+            # only when absent. A concurrent insert that wins is read next round.
             record = self._store.read(key)
             if record is None:
+                held = self._store.insert_prepared(
+                    prepared_row(key, provider_name(provider, contract), digest, owner, now, lease),
+                    self._rec.event("prepare", now),
+                )
+                if held is not None:
+                    return self._dispatch(held, provider, payload, lease)
                 continue
             check_digest(record, digest)
             receipt = settled(record)
