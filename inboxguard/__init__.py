@@ -32,6 +32,15 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
+from inboxguard.outbox import (
+    CompactionResult,
+    Dispatcher,
+    DispatchStats,
+    Outbox,
+    OutboxMessage,
+    OutboxRow,
+    OutboxStatus,
+)
 from inboxguard.retention import RetentionPolicy
 
 __version__ = "0.1.0"
@@ -39,7 +48,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BeyondRetentionError",
     "CommandRejectedError",
+    "CompactionResult",
     "ConfigurationError",
+    "DispatchStats",
+    "Dispatcher",
     "EffectError",
     "EffectOutcomeUnknownError",
     "InProgressError",
@@ -50,6 +62,10 @@ __all__ = [
     "InvalidCommandError",
     "InvalidTransitionError",
     "NoActiveGuardError",
+    "Outbox",
+    "OutboxMessage",
+    "OutboxRow",
+    "OutboxStatus",
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
