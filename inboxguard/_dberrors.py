@@ -27,16 +27,17 @@ def is_busy(error: BaseException) -> bool:
     if not isinstance(error, DBAPIError):
         return False
     orig = error.orig
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if code is not None:
-        return code in _PG_BUSY
-    if isinstance(orig, sqlite3.Error) or "sqlite" in type(orig).__module__:
+    module = type(orig).__module__
+    if isinstance(orig, sqlite3.Error) or "sqlite" in module:
         errcode = getattr(orig, "sqlite_errorcode", None)
         if errcode is not None:
             return errcode & 0xFF in _SQLITE_BUSY
         return "locked" in str(orig) or "busy" in str(orig)
-    args: tuple[object, ...] = getattr(orig, "args", ())
-    return bool(args) and args[0] in _MYSQL_BUSY
+    if "mysql" in module.lower():  # PyMySQL, mysqlclient, aiomysql: the errno decides
+        args: tuple[object, ...] = getattr(orig, "args", ())
+        return bool(args) and args[0] in _MYSQL_BUSY
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return code in _PG_BUSY
 
 
 def is_retryable(error: BaseException) -> bool:

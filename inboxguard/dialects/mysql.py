@@ -48,6 +48,8 @@ class MysqlDialect(Dialect):
         if is_mariadb and lock_timeout is not None:
             seconds = math.ceil(lock_timeout.total_seconds())
             prefix = f"SET STATEMENT innodb_lock_wait_timeout={seconds} FOR "
+        # SQL text: MariaDB's per-statement SET STATEMENT has no Core construct,
+        # and text keeps the compiled form cached.
         self._insert_stmt = text(
             f"{prefix}INSERT IGNORE INTO {name}"
             " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"

@@ -6,22 +6,25 @@ Features:
   NOTHING`` when absent. Reading first keeps the caller's connection free of a
   write lock when the command turns out to be a duplicate or a mismatch, so
   the quarantine record can be written on another connection.
-- lock wait: SQLite locks the whole database; a writer waits for the engine's
-  busy timeout (pysqlite's ``timeout`` connect argument, 5 s by default), then
-  fails with "database is locked", reported as retryable.
+- lock wait: SQLite locks the whole database. Before inserting, the guard sets
+  the connection's busy timeout to ``lock_timeout`` (``PRAGMA busy_timeout``,
+  in process, no round trip); the setting stays on the pooled connection. A
+  writer that waits longer fails with "database is locked", reported as
+  retryable.
 - one writer at a time: concurrent claims serialize on the database lock.
 - ``FOR UPDATE SKIP LOCKED``: no.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Executable
+from sqlalchemy import Executable, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
 
-from inboxguard._schema import InboxTables
+from inboxguard._schema import InboxTables, UtcDateTime
 from inboxguard.dialects.base import Claim, ClaimSteps, Dialect
 
 __all__ = ["SqliteDialect"]
@@ -34,11 +37,24 @@ class SqliteDialect(Dialect):
     duplicate_in_one_round_trip = True  # in-process: no network round trip at all
     concurrent_writers = False
 
-    def __init__(self, tables: InboxTables, lock_timeout: Any) -> None:
+    def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
         inbox = tables.inbox
-        self._insert_stmt = insert(inbox).on_conflict_do_nothing(
-            index_elements=[inbox.c.consumer, inbox.c.command_id]
+        self._busy_stmt = None
+        if lock_timeout is not None:
+            millis = int(lock_timeout.total_seconds() * 1000)
+            self._busy_stmt = text(f"PRAGMA busy_timeout = {millis}")
+        # SQL text so the compiled form is cached: SQLAlchemy 2.0 does not cache
+        # the dialect-specific insert() constructs (sqlalchemy/sqlalchemy#10445).
+        self._insert_stmt = text(
+            f"INSERT INTO {inbox.name}"
+            " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
+            " VALUES (:consumer, :command_id, :digest, :processed_at, :expires_at,"
+            " :result_expires_at) ON CONFLICT (consumer, command_id) DO NOTHING"
+        ).bindparams(
+            bindparam("processed_at", type_=UtcDateTime()),
+            bindparam("expires_at", type_=UtcDateTime()),
+            bindparam("result_expires_at", type_=UtcDateTime()),
         )
         q = tables.quarantine
         upsert = insert(q)
@@ -57,6 +73,8 @@ class SqliteDialect(Dialect):
         row = (yield self.lookup_stmt, params).first()
         if row is not None:
             return self.existing(row)
+        if self._busy_stmt is not None:
+            yield self._busy_stmt, {}
         if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
             return Claim(True, params["digest"])
         row = (yield self.lookup_stmt, params).first()

@@ -1,0 +1,1 @@
+"""Frozen Alembic revisions of inboxguard's tables (branch ``inboxguard``)."""

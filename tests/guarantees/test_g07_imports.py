@@ -1,0 +1,33 @@
+"""G7: importing inboxguard imports no message framework."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_g07_import_pulls_in_no_framework() -> None:
+    """The core and every core module load without celery, dramatiq, kombu or redis."""
+    code = (
+        "import sys, pkgutil, importlib, inboxguard\n"
+        "for m in pkgutil.walk_packages(inboxguard.__path__, 'inboxguard.'):\n"
+        "    if '.adapters.' not in m.name and not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in"
+        " {'celery', 'dramatiq', 'kombu', 'redis', 'aio_pika', 'pytest'})\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == ""
+
+
+def test_g07_every_public_name_is_exported_and_documented() -> None:
+    """__all__ is sorted, importable, and each public name has a docstring."""
+    import inboxguard
+
+    assert list(inboxguard.__all__) == sorted(inboxguard.__all__)
+    for name in inboxguard.__all__:
+        obj = getattr(inboxguard, name)
+        assert (obj.__doc__ or "").strip(), name
