@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 
 import inboxguard
 from inboxguard.cli import main
-
-from .conftest import wait_until
+from tests.outbox.helpers import wait_until
 
 
 @pytest.fixture
@@ -35,7 +34,13 @@ def add(box, *ids):
 
 
 def cli(box, *args):
-    return [*args, "--url", box.engine.url.render_as_string(False), "--table-prefix", box.table_prefix]
+    return [
+        *args,
+        "--url",
+        box.engine.url.render_as_string(False),
+        "--table-prefix",
+        box.table_prefix,
+    ]
 
 
 def test_status_reports_backlog_and_fails_when_rows_are_dead(box, capsys):

@@ -14,8 +14,6 @@ from sqlalchemy.orm import Session
 import inboxguard
 from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT
 
-from .conftest import Recorder
-
 
 def add(engine: Engine, outbox: inboxguard.Outbox, *ids: str, headers=None) -> None:
     with Session(engine) as session, session.begin():
@@ -192,7 +190,7 @@ def test_run_forever_stops_on_request_after_recording(engine, outbox, recorder):
     thread = threading.Thread(target=dispatcher.run_forever)
     thread.start()
     try:
-        from .conftest import wait_until
+        from tests.outbox.helpers import wait_until
 
         wait_until(lambda: outbox.status().delivered == 1, timeout=10)
     finally:
@@ -212,7 +210,7 @@ def test_wakeup_delivers_before_the_poll_interval(pg_url, prefix, recorder):
     thread = threading.Thread(target=dispatcher.run_forever)
     thread.start()
     try:
-        from .conftest import wait_until
+        from tests.outbox.helpers import wait_until
 
         wait_until(lambda: dispatcher._listener is not None, timeout=10)
         add(engine, outbox, "woken")

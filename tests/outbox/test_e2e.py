@@ -22,10 +22,9 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from integrations.outbox import config
-
-from ..conftest import AMQP_URL, PORTS, REDIS_URL, require_service, unique
-from ._proxy import TcpProxy
-from .conftest import wait_until
+from tests.conftest import AMQP_URL, PORTS, REDIS_URL, require_service, unique
+from tests.outbox._proxy import TcpProxy
+from tests.outbox.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = 1000

@@ -12,8 +12,7 @@ from sqlalchemy.orm import Session
 
 import inboxguard
 from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_DIGEST
-
-from ..conftest import AMQP_URL, REDIS_URL, require_service, unique
+from tests.conftest import AMQP_URL, REDIS_URL, require_service, unique
 
 BROKERS = {"redis": REDIS_URL, "rabbitmq": AMQP_URL}
 
@@ -174,9 +173,7 @@ def test_o10_dramatiq_enqueues_with_a_stable_message_id(broker, pg_outbox):
         assert message.actor_name == "ship_order"
         assert message.args == (9,)
         assert message.options["inbox_command_id"] == "order.ship:id=9"
-        assert message.options["inbox_digest"] == inboxguard.digest_of(
-            {"args": [9], "kwargs": {}}
-        )
+        assert message.options["inbox_digest"] == inboxguard.digest_of({"args": [9], "kwargs": {}})
         consumer.ack(message)
         receipt = pg_outbox.get("order.ship:id=9").receipt
         assert json.dumps(receipt)  # stored as JSON
