@@ -20,7 +20,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Executable, bindparam, update
+from sqlalchemy import ColumnElement, Connection, Executable, bindparam, delete, update
 from sqlalchemy.dialects.mysql import insert
 
 from inboxguard.outbox._statements import OutboxStatements
@@ -60,6 +60,18 @@ class MysqlOutbox(OutboxStatements):
     def lookup_for_compare(self) -> Executable:
         """A locking read, which sees the latest committed row."""
         return self._lookup  # type: ignore[no-any-return]
+
+    def bounded_update(
+        self, where: ColumnElement[bool], limit: int, values: dict[str, Any]
+    ) -> Executable:
+        """``UPDATE ... LIMIT n`` (MariaDB refuses LIMIT in an IN subquery)."""
+        return (
+            update(self.table).where(where).values(values).with_dialect_options(mysql_limit=limit)
+        )
+
+    def bounded_delete(self, where: ColumnElement[bool], limit: int) -> Executable:
+        """``DELETE ... LIMIT n``."""
+        return delete(self.table).where(where).with_dialect_options(mysql_limit=limit)
 
     def claim(
         self,

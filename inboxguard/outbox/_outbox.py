@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, select, update
+from sqlalchemy import Connection, and_, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -232,29 +232,36 @@ class Outbox:
         with self.engine.begin() as conn:
             return int(conn.execute(stmt).rowcount)
 
-    def compact(self) -> CompactionResult:
+    def compact(self, *, batch_size: int = 1000) -> CompactionResult:
         """Drop payloads of rows delivered longer than ``delivered_retention``
         ago, and remove rows delivered longer than the retention horizon ago.
 
         A compacted row keeps its command ID, digest and delivery time, so
         adding the same command again stays a no-op (or a mismatch) until the
-        horizon. Pending and dead rows are never touched.
+        horizon. Pending and dead rows are never touched. Work is done in
+        transactions of at most ``batch_size`` rows, so a large backlog of
+        old rows never holds long locks.
         """
         t = self.tables.outbox
+        st = self.statements
         now = checked_now(self.clock)
-        compact = (
-            update(t)
-            .where(
-                t.c.delivered_at <= now - self.delivered_retention,
-                t.c.compacted_at.is_(None),
-            )
-            .values(payload=None, headers=None, receipt=None, compacted_at=now)
+        purge = st.bounded_delete(t.c.delivered_at <= now - self.retention.horizon, batch_size)
+        compact = st.bounded_update(
+            and_(t.c.delivered_at <= now - self.delivered_retention, t.c.compacted_at.is_(None)),
+            batch_size,
+            {"payload": None, "headers": None, "receipt": None, "compacted_at": now},
         )
-        purge = delete(t).where(t.c.delivered_at <= now - self.retention.horizon)
-        with self.engine.begin() as conn:
-            purged = int(conn.execute(purge).rowcount)
-            compacted = int(conn.execute(compact).rowcount)
-        return CompactionResult(compacted=compacted, purged=purged)
+        purged = self._in_batches(purge, batch_size)
+        return CompactionResult(compacted=self._in_batches(compact, batch_size), purged=purged)
+
+    def _in_batches(self, stmt: Any, batch_size: int) -> int:
+        total = 0
+        while True:
+            with self.engine.begin() as conn:
+                done = int(conn.execute(stmt).rowcount)
+            total += done
+            if done < batch_size:
+                return total
 
     def _rows(self, where: Any, *, limit: int) -> list[OutboxRow]:
         t = self.tables.outbox

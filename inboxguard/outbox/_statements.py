@@ -15,7 +15,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Executable, bindparam, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.errors import UnsupportedDialectError
@@ -119,6 +128,20 @@ class OutboxStatements(ABC):
             "attempts": t.c.attempts + 1,
             "lease_token": bindparam("b_token"),
         }
+
+    def bounded_update(
+        self, where: ColumnElement[bool], limit: int, values: dict[str, Any]
+    ) -> Executable:
+        """``UPDATE`` of at most ``limit`` rows matching ``where``."""
+        t = self.table
+        ids = select(t.c.id).where(where).limit(limit).scalar_subquery()
+        return update(t).where(t.c.id.in_(ids)).values(values)
+
+    def bounded_delete(self, where: ColumnElement[bool], limit: int) -> Executable:
+        """``DELETE`` of at most ``limit`` rows matching ``where``."""
+        t = self.table
+        ids = select(t.c.id).where(where).limit(limit).scalar_subquery()
+        return delete(t).where(t.c.id.in_(ids))
 
     @abstractmethod
     def claim(

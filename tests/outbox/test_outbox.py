@@ -146,7 +146,7 @@ def test_o9_compaction_keeps_the_evidence_until_the_horizon(engine, prefix, cloc
             box.add(session, command_id="pending", destination="d", payload={"n": 3})
 
         clock.advance(dt.timedelta(days=2))
-        assert box.compact() == inboxguard.CompactionResult(compacted=1, purged=0)
+        assert box.compact(batch_size=1) == inboxguard.CompactionResult(compacted=1, purged=0)
         row = box.get("sent")
         assert row is not None
         assert (row.payload, row.receipt, row.digest) == (
@@ -179,3 +179,16 @@ def test_o9_delivered_retention_cannot_outlive_the_horizon(engine, prefix):
             retention=dt.timedelta(days=1),
             delivered_retention=dt.timedelta(days=2),
         )
+
+
+def test_o9_compaction_works_in_bounded_batches(engine, outbox, clock, recorder):
+    with Session(engine) as session, session.begin():
+        for n in range(5):
+            outbox.add(session, command_id=f"c{n}", destination="d", payload={"n": n})
+    with inboxguard.Dispatcher(outbox, recorder) as dispatcher:
+        assert dispatcher.run_once() == 5
+    clock.advance(dt.timedelta(days=2))
+    assert outbox.compact(batch_size=2) == inboxguard.CompactionResult(compacted=5, purged=0)
+    clock.advance(dt.timedelta(days=40))
+    assert outbox.compact(batch_size=2) == inboxguard.CompactionResult(compacted=0, purged=5)
+    assert outbox.status().delivered == 0
