@@ -43,7 +43,7 @@ def cli(box, *args):
     ]
 
 
-def test_status_reports_backlog_and_fails_when_rows_are_dead(box, capsys):
+def test_o8_cli_status_reports_backlog_and_fails_when_rows_are_dead(box, capsys):
     add(box, "a", "b")
     assert main(cli(box, "outbox", "status", "--json")) == 0
     assert json.loads(capsys.readouterr().out)["backlog"] == 2
@@ -67,7 +67,7 @@ def test_missing_url_is_a_clear_error(capsys, monkeypatch):
     assert "--url" in capsys.readouterr().err
 
 
-def test_dispatch_runs_as_a_process_and_stops_gracefully_on_sigterm(box):
+def test_o11_cli_dispatch_runs_as_a_process_and_stops_on_sigterm(box):
     add(box, "a", "b", "c")
     env = {**os.environ, "INBOXGUARD_DATABASE_URL": box.engine.url.render_as_string(False)}
     once = subprocess.run(

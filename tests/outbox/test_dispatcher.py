@@ -182,7 +182,7 @@ def test_o7_sqlite_refuses_a_second_dispatcher(sqlite_url, prefix, recorder):
     engine.dispose()
 
 
-def test_run_forever_stops_on_request_after_recording(engine, outbox, recorder):
+def test_o11_run_forever_stops_on_request_after_recording(engine, outbox, recorder):
     add(engine, outbox, "a")
     dispatcher = inboxguard.Dispatcher(
         outbox, recorder, poll_interval=dt.timedelta(milliseconds=50)
@@ -200,7 +200,7 @@ def test_run_forever_stops_on_request_after_recording(engine, outbox, recorder):
     assert dispatcher.stats.delivered == 1
 
 
-def test_wakeup_delivers_before_the_poll_interval(pg_url, prefix, recorder):
+def test_o11_wakeup_delivers_before_the_poll_interval(pg_url, prefix, recorder):
     engine = create_engine(pg_url)
     outbox = inboxguard.Outbox(engine, table_prefix=prefix)
     outbox.create_schema()
