@@ -54,7 +54,8 @@ __all__ = [
     "UnsupportedDialectError",
 ]
 
-_DOCS = "https://inboxguard.readthedocs.io/en/latest/errors.html#"
+#: Where each error is explained, relative to the project root (and the docs site).
+_DOCS = "docs/errors.md#"
 
 
 class InboxGuardError(Exception):
