@@ -1,5 +1,8 @@
-"""A dispatcher process: delivers the outbox to the broker with kombu.
+"""A dispatcher process: delivers the outbox to the broker.
 
+``OUTBOX_TRANSPORT`` picks the transport: ``kombu`` (default; the kombu
+consumer of this app reads it) or ``dramatiq`` (messages for the Dramatiq
+reference app's ``ship`` actor, on the queue ``OUTBOX_QUEUE``).
 ``OUTBOX_SEND_DELAY`` (seconds) slows each send, and ``OUTBOX_TRACE=1``
 prints ``sent <command_id>`` after each confirmed publish, so a test can
 kill the process in the middle of a batch.
@@ -21,15 +24,40 @@ from inboxguard.adapters.transports.kombu import KombuTransport
 from integrations.outbox.config import Settings, outbox
 
 
-def transport_for(settings: Settings) -> Any:
+def kombu_transport(settings: Settings) -> Any:
     conn = Connection(
         settings.broker_url, connect_timeout=1, transport_options={"confirm_publish": True}
     )
-    kombu = KombuTransport(
+    return KombuTransport(
         conn,
         declare=[Queue(settings.queue, durable=True)],
         retry_policy={"max_retries": 1, "interval_start": 0.1, "interval_step": 0.1},
     )
+
+
+def dramatiq_transport(settings: Settings) -> Any:
+    from inboxguard.adapters.transports.dramatiq import DramatiqTransport
+
+    url = settings.broker_url
+    if url.startswith("redis://"):
+        from dramatiq.brokers.redis import RedisBroker
+
+        broker: Any = RedisBroker(url=url, socket_connect_timeout=1)
+    else:
+        from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+        # pika reads the vhost "/" only percent-encoded.
+        pika_url = url.rstrip("/") + "/%2F" if url.endswith("//") else url
+        broker = RabbitmqBroker(url=pika_url, confirm_delivery=True)
+    broker.declare_queue(settings.queue)
+    return DramatiqTransport(broker, queue_name=settings.queue)
+
+
+def transport_for(settings: Settings) -> Any:
+    if os.environ.get("OUTBOX_TRANSPORT", "kombu") == "dramatiq":
+        inner = dramatiq_transport(settings)
+    else:
+        inner = kombu_transport(settings)
     delay = float(os.environ.get("OUTBOX_SEND_DELAY", "0"))
     trace = os.environ.get("OUTBOX_TRACE") == "1"
     pid = os.getpid()
@@ -37,7 +65,7 @@ def transport_for(settings: Settings) -> Any:
     def send(message: inboxguard.OutboxMessage) -> dict[str, Any]:
         if delay:
             time.sleep(delay)
-        receipt = kombu(message)
+        receipt = inner(message)
         if trace:
             print(f"sent {message.command_id}", flush=True)
         return {**receipt, "pid": pid}

@@ -6,17 +6,24 @@ more orders are committed; two inbox-guarded consumers ship the orders.
 Outcome: exactly one shipment per order, no row left undelivered, the oldest
 unsent age back to zero. 1,000 orders per broker (the issue says 10,000; a
 thousand prove the same races and keep this file under a minute per broker).
+
+The consumers are this app's kombu consumer (``integrations/outbox``) and,
+when it is present, the Dramatiq reference app (``integrations/dramatiq``,
+workers started with the ``dramatiq`` command), fed by the Dramatiq transport.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from sqlalchemy import create_engine, func, select
@@ -70,33 +77,116 @@ def broker_urls(broker: str, port: int) -> tuple[str, str]:
     return REDIS_URL, f"redis://127.0.0.1:{port}/0"
 
 
+class KombuConsumers:
+    """Two processes of this app's inbox-guarded kombu consumer."""
+
+    producer_env: ClassVar[dict[str, str]] = {}
+    dispatcher_env: ClassVar[dict[str, str]] = {"OUTBOX_TRANSPORT": "kombu"}
+
+    def __init__(self, engine, prefix: str, queue: str, env: dict[str, str], url: str) -> None:
+        self.engine = engine
+        _, _, self.shipments = config.tables(prefix)
+        self.url, self.queue = url, queue
+        consumer_env = {**env, "OUTBOX_BROKER_URL": url}
+        self.procs = [Proc("integrations.outbox.consumer", consumer_env) for _ in range(2)]
+
+    def applied(self) -> tuple[int, int]:
+        """(shipments, distinct orders shipped)."""
+        t = self.shipments
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count(), func.count(t.c.order_id.distinct()))).one()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+        _delete_queue(self.url, self.queue)
+
+
+class DramatiqAppConsumers:
+    """The Dramatiq reference app: a ``dramatiq`` worker of its ``ship`` actor."""
+
+    producer_env: ClassVar[dict[str, str]] = {"OUTBOX_PAYLOAD": "dramatiq-ship"}
+    dispatcher_env: ClassVar[dict[str, str]] = {"OUTBOX_TRANSPORT": "dramatiq"}
+
+    def __init__(self, engine, prefix: str, queue: str, env: dict[str, str], url: str) -> None:
+        from integrations.dramatiq import model
+
+        self.model, self.engine, self.url, self.queue = model, engine, url, queue
+        self.prefix = prefix + "app_"
+        model.create_schema(engine, self.prefix)
+        pika = url.rstrip("/") + "/%2F" if url.endswith("//") else url
+        app_env = {
+            "INBOXGUARD_DRAMATIQ_DB_URL": env["OUTBOX_DATABASE_URL"],
+            "INBOXGUARD_DRAMATIQ_BROKER_URL": pika,
+            "INBOXGUARD_DRAMATIQ_RESULTS_URL": REDIS_URL,
+            "INBOXGUARD_DRAMATIQ_PREFIX": self.prefix,
+            "INBOXGUARD_DRAMATIQ_QUEUE": queue,
+        }
+        dramatiq = str(Path(sys.executable).with_name("dramatiq"))
+        args = ["integrations.dramatiq.worker", "--processes", "1", "--threads", "4"]
+        self.worker = subprocess.Popen(
+            [dramatiq, *args, "--queues", queue],
+            cwd=ROOT,
+            env={**os.environ, **app_env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def applied(self) -> tuple[int, int]:
+        counts = self.model.applications(self.engine, self.prefix)
+        return sum(counts.values()), len(counts)
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.worker.pid, signal.SIGTERM)
+        try:
+            self.worker.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
+        _delete_dramatiq_queue(self.url, self.queue)
+        self.model.drop_schema(self.engine, self.prefix)
+
+
+HAVE_DRAMATIQ_APP = importlib.util.find_spec("integrations.dramatiq") is not None
+CASES = [
+    pytest.param(KombuConsumers, "rabbitmq", id="kombu-rabbitmq"),
+    pytest.param(KombuConsumers, "redis", id="kombu-redis"),
+]
+if HAVE_DRAMATIQ_APP:
+    CASES += [
+        pytest.param(DramatiqAppConsumers, "rabbitmq", id="dramatiq-app-rabbitmq"),
+        pytest.param(DramatiqAppConsumers, "redis", id="dramatiq-app-redis"),
+    ]
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
-def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, prefix):
+@pytest.mark.parametrize(("consumers", "broker"), CASES)
+def test_o12_kill_and_outage_still_ship_each_order_exactly_once(consumers, broker, pg_url, prefix):
     require_service(broker)
     engine = create_engine(pg_url)
     config.create_all(engine, prefix)
     outbox = config.outbox(engine, prefix)
-    _, _, shipments = config.tables(prefix)
     proxy = TcpProxy(PORTS[broker])
     proxy.start()
     direct_url, proxied_url = broker_urls(broker, proxy.port)
     queue = unique("ship")
     env = {"OUTBOX_DATABASE_URL": pg_url, "OUTBOX_PREFIX": prefix, "OUTBOX_QUEUE": queue}
-    dispatch_env = {**env, "OUTBOX_BROKER_URL": proxied_url, "OUTBOX_LEASE": "3"}
+    dispatch_env = {
+        **env,
+        **consumers.dispatcher_env,
+        "OUTBOX_BROKER_URL": proxied_url,
+        "OUTBOX_LEASE": "3",
+    }
     procs: list[Proc] = []
-
-    def shipped() -> tuple[int, int]:
-        with engine.connect() as conn:
-            return conn.execute(
-                select(func.count(), func.count(shipments.c.order_id.distinct()))
-            ).one()
+    app = None
 
     def produce(first: int, count: int) -> None:
         subprocess.run(
             [sys.executable, "-m", "integrations.outbox.producer", str(first), str(count)],
             cwd=ROOT,
-            env={**os.environ, **env},
+            env={**os.environ, **env, **consumers.producer_env},
             check=True,
             timeout=120,
         )
@@ -104,8 +194,7 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, 
     try:
         half = ORDERS // 2
         produce(0, half)
-        consumer_env = {**env, "OUTBOX_BROKER_URL": direct_url}
-        procs += [Proc("integrations.outbox.consumer", consumer_env) for _ in range(2)]
+        app = consumers(engine, prefix, queue, env, direct_url)
         victim = Proc(
             "integrations.outbox.dispatcher",
             {
@@ -140,11 +229,11 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, 
 
         wait_until(waiting_with_errors, timeout=30)
         assert outbox.status().backlog >= ORDERS - half  # the new rows wait
-        assert shipped()[0] < ORDERS
+        assert app.applied()[0] < ORDERS
         proxy.start()  # the broker is back
 
         wait_until(lambda: outbox.status().backlog == 0, timeout=90)
-        wait_until(lambda: shipped() == (ORDERS, ORDERS), timeout=60)
+        wait_until(lambda: app.applied() == (ORDERS, ORDERS), timeout=60)
         status = outbox.status()
         assert status.oldest_unsent_age == dt.timedelta(0)
         assert status.dead == 0
@@ -154,12 +243,13 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, 
         # The victim's published-but-unrecorded rows were sent again (same IDs)...
         assert resent >= 1
         # ...and the consumers' inbox absorbed every duplicate: still one shipment each.
-        assert shipped() == (ORDERS, ORDERS)
+        assert app.applied() == (ORDERS, ORDERS)
     finally:
         for proc in procs:
             proc.stop()
         proxy.cut()
-        _delete_queue(direct_url, queue)
+        if app is not None:
+            app.close()
         config.drop_all(engine, prefix)
         engine.dispose()
 
@@ -169,3 +259,21 @@ def _delete_queue(url: str, name: str) -> None:
 
     with Connection(url) as conn, conn.channel() as channel:
         Queue(name)(channel).delete()
+
+
+def _delete_dramatiq_queue(url: str, name: str) -> None:
+    """Remove a Dramatiq queue with its delay and dead-letter queues."""
+    if url.startswith("redis://"):
+        import redis
+
+        client = redis.Redis.from_url(url)
+        keys = client.keys(f"dramatiq:{name}*")
+        if keys:
+            client.delete(*keys)
+        client.close()
+        return
+    from kombu import Connection
+
+    with Connection(url) as conn, conn.channel() as channel:
+        for queue in (name, f"{name}.DQ", f"{name}.XQ"):
+            channel.queue_delete(queue)
