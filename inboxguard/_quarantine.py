@@ -14,7 +14,13 @@ from sqlalchemy.engine import Engine
 from inboxguard._records import QuarantineRecord
 from inboxguard._schema import InboxTables
 
-__all__ = ["encode_details", "quarantine_values", "read_quarantine", "write_quarantine"]
+__all__ = [
+    "encode_details",
+    "log_write_failure",
+    "quarantine_values",
+    "read_quarantine",
+    "write_quarantine",
+]
 
 logger = logging.getLogger("inboxguard")
 
@@ -62,16 +68,21 @@ def write_quarantine(engine: Engine, stmt: Executable, values: Mapping[str, Any]
         with engine.begin() as conn:
             conn.execute(stmt, dict(values))
     except Exception:
-        logger.exception(
-            "could not write the quarantine record for %s/%s (%s); the message is"
-            " refused anyway; record: %s",
-            values["consumer"],
-            values["command_id"],
-            values["reason"],
-            dict(values),
-        )
+        log_write_failure(values)
         return False
     return True
+
+
+def log_write_failure(values: Mapping[str, Any]) -> None:
+    """Log, with the whole record, a quarantine write that failed (call in ``except``)."""
+    logger.exception(
+        "could not write the quarantine record for %s/%s (%s); the message is"
+        " refused anyway; record: %s",
+        values["consumer"],
+        values["command_id"],
+        values["reason"],
+        dict(values),
+    )
 
 
 def read_quarantine(

@@ -8,10 +8,10 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, select
 from sqlalchemy.engine import Engine
@@ -35,6 +35,9 @@ from inboxguard.errors import (
     PayloadMismatchError,
 )
 from inboxguard.retention import RetentionPolicy, format_duration
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 __all__ = ["Inbox", "Prepared"]
 
@@ -92,6 +95,12 @@ class Inbox:
     ) -> None:
         if not isinstance(engine, Engine):
             msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
+            if hasattr(engine, "sync_engine"):
+                msg += (
+                    "; pass a sync Engine on the same database (it serves schema creation,"
+                    " lookups and quarantine reads); guard_async() takes the AsyncSession"
+                    " and writes through its own AsyncEngine"
+                )
             raise ConfigurationError(msg)
         if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
             msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
@@ -230,6 +239,48 @@ class Inbox:
 
         return decorate
 
+    def guard_async(
+        self,
+        session: AsyncSession | AsyncConnection,
+        *,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str] = (),
+        sent_at: dt.datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> AbstractAsyncContextManager[InboxEntry]:
+        """:meth:`guard` for asyncio, used as ``async with``.
+
+        Takes a SQLAlchemy ``AsyncSession`` or ``AsyncConnection`` (asyncpg,
+        aiosqlite, ...) and keeps the same contract and the same decisions;
+        quarantine records are written on another connection of the session's
+        own ``AsyncEngine``. :func:`inboxguard.current_session` returns the
+        ``AsyncSession`` inside the block.
+        """
+        from inboxguard import _aguard  # noqa: PLC0415 - keeps greenlet out of sync imports
+
+        return _aguard.guard_async(
+            self,
+            session,
+            consumer=consumer,
+            command_id=command_id,
+            payload=payload,
+            exclude=exclude,
+            sent_at=sent_at,
+            details=details,
+        )
+
+    def handler_async(
+        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+    ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+        """:meth:`handler` for ``async def fn(session, *args, **kwargs)`` (an AsyncSession)."""
+        from inboxguard import _aguard  # noqa: PLC0415 - keeps greenlet out of sync imports
+
+        return _aguard.handler_async(
+            self, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+
     # -- the decision, shared by the sync and async guards -------------------------------
 
     def prepare(
@@ -245,6 +296,26 @@ class Inbox:
 
         Writes nothing. Raises as :meth:`guard` does, except that a stale
         ``sent_at`` is quarantined here (in its own transaction) and raised.
+        """
+        prepared, stale = self.assess(consumer, command_id, payload, exclude, sent_at, details)
+        if stale is not None:
+            self.quarantine(prepared, QuarantineReason.BEYOND_RETENTION)
+            raise stale
+        return prepared
+
+    def assess(
+        self,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str] = (),
+        sent_at: dt.datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> tuple[Prepared, BeyondRetentionError | None]:
+        """Like :meth:`prepare`, but return the stale verdict instead of acting on it.
+
+        Performs no I/O at all: a caller with its own driver (the async guard)
+        quarantines and raises the returned :class:`BeyondRetentionError` itself.
         """
         validate_identity(consumer, "consumer")
         validate_identity(command_id, "command_id")
@@ -262,12 +333,21 @@ class Inbox:
             "result_expires_at": now + ttl if ttl is not None else None,
         }
         prepared = Prepared(consumer, command_id, digest, now, params, details)
-        if sent_at is not None:
-            self._refuse_if_stale(prepared, sent_at)
-        return prepared
+        stale = self._stale_error(prepared, sent_at) if sent_at is not None else None
+        return prepared, stale
 
     def judge(self, prepared: Prepared, claim: Claim) -> InboxEntry:
         """Turn a claim into an entry, or quarantine and raise on a mismatch."""
+        found = self.verdict(prepared, claim)
+        if isinstance(found, PayloadMismatchError):
+            self.quarantine(
+                prepared, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
+            )
+            raise found
+        return found
+
+    def verdict(self, prepared: Prepared, claim: Claim) -> InboxEntry | PayloadMismatchError:
+        """Like :meth:`judge`, but return a mismatch (logged) instead of acting on it."""
         if claim.fresh:
             return InboxEntry(
                 consumer=prepared.consumer,
@@ -276,7 +356,7 @@ class Inbox:
                 duplicate=False,
             )
         if claim.stored_digest != prepared.digest:
-            self._reject_mismatch(prepared, claim.stored_digest)
+            return self._mismatch(prepared, claim.stored_digest)
         expired = claim.result_json is None and (
             claim.result_expires_at is not None and claim.result_expires_at <= prepared.now
         )
@@ -305,21 +385,20 @@ class Inbox:
             found = self._dialects[name] = dialect_for(conn.dialect, self.tables, self.lock_timeout)
         return found
 
-    def _refuse_if_stale(self, prepared: Prepared, sent_at: dt.datetime) -> None:
+    def _stale_error(self, prepared: Prepared, sent_at: dt.datetime) -> BeyondRetentionError | None:
         if not isinstance(sent_at, dt.datetime) or sent_at.utcoffset() is None:
             msg = f"sent_at must be a timezone-aware datetime, got {sent_at!r}"
             raise ConfigurationError(msg)
         limit = prepared.now - self.retention.max_message_age
         if sent_at >= limit:
-            return
-        self.quarantine(prepared, QuarantineReason.BEYOND_RETENTION, stored_digest=None)
+            return None
         msg = (
             f"command {prepared.command_id!r} of consumer {prepared.consumer!r} was sent at"
             f" {sent_at.isoformat()}, more than {format_duration(self.retention.max_message_age)}"
             " ago: its evidence may be purged, so it was refused and quarantined; replay it"
             " deliberately once checked, or lengthen the RetentionPolicy"
         )
-        raise BeyondRetentionError(
+        return BeyondRetentionError(
             msg,
             consumer=prepared.consumer,
             command_id=prepared.command_id,
@@ -327,7 +406,7 @@ class Inbox:
             limit=limit,
         )
 
-    def _reject_mismatch(self, prepared: Prepared, stored: str) -> None:
+    def _mismatch(self, prepared: Prepared, stored: str) -> PayloadMismatchError:
         logger.warning(
             "payload mismatch: consumer=%s command_id=%s stored_digest=%s incoming_digest=%s;"
             " message quarantined",
@@ -342,8 +421,7 @@ class Inbox:
                 "incoming_digest": prepared.digest,
             },
         )
-        self.quarantine(prepared, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=stored)
-        raise PayloadMismatchError(
+        return PayloadMismatchError(
             consumer=prepared.consumer,
             command_id=prepared.command_id,
             stored_digest=stored,
@@ -360,7 +438,16 @@ class Inbox:
         Returns False if the record could not be written; the failure is
         logged with the whole record, and the refusal stands regardless.
         """
-        values = _quarantine.quarantine_values(
+        values = self.quarantine_values(prepared, reason, stored_digest=stored_digest)
+        with self.engine.connect() as probe:
+            stmt = self.dialect(probe).upsert_quarantine()
+        return _quarantine.write_quarantine(self.engine, stmt, values)
+
+    def quarantine_values(
+        self, prepared: Prepared, reason: str, *, stored_digest: str | None = None
+    ) -> dict[str, Any]:
+        """Parameters of the dialect's ``upsert_quarantine()`` statement for a delivery."""
+        return _quarantine.quarantine_values(
             consumer=prepared.consumer,
             command_id=prepared.command_id,
             reason=str(reason),
@@ -369,9 +456,6 @@ class Inbox:
             now=prepared.now,
             details=prepared.details,
         )
-        with self.engine.connect() as probe:
-            stmt = self.dialect(probe).upsert_quarantine()
-        return _quarantine.write_quarantine(self.engine, stmt, values)
 
     def quarantined(
         self, consumer: str | None = None, *, status: str | None = "open"

@@ -1,0 +1,92 @@
+"""The aio-pika consumer: applies each payment command once, on asyncio end to end.
+
+The inbox is built on the AsyncEngine's ``sync_engine`` and its tables are
+created with ``run_sync``: an asyncio-only service needs no sync driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+import inboxguard
+from inboxguard.adapters.aio_pika import guarded
+from integrations.payments import RETENTION, Config, async_url, payments_table
+
+
+async def make_inbox(engine: AsyncEngine, config: Config) -> inboxguard.Inbox:
+    """The inbox on the AsyncEngine, with its tables and the app's table created."""
+    inbox = inboxguard.Inbox(
+        engine.sync_engine,
+        retention=RETENTION,
+        table_prefix=config.prefix,
+        lock_timeout=config.lock_timeout,
+    )
+    async with engine.begin() as conn:
+        await conn.run_sync(inbox.tables.metadata.create_all)
+        await conn.run_sync(payments_table(config.prefix).metadata.create_all)
+    return inbox
+
+
+async def main() -> None:
+    config = Config()
+    engine = create_async_engine(async_url(config.db_url))
+    inbox = await make_inbox(engine, config)
+    payments = payments_table(config.prefix)
+
+    async def apply_payment(body: dict[str, Any], message: AbstractIncomingMessage) -> Any:
+        session = inboxguard.current_session()
+        await session.execute(
+            insert(payments).values(command_id=body["command_id"], amount=body["amount"])
+        )
+        if config.handler_delay:
+            await asyncio.sleep(config.handler_delay.total_seconds())
+        return {"applied": body["amount"]}
+
+    connection = await aio_pika.connect_robust(config.broker_url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=10)
+        queue = await channel.declare_queue(config.queue, durable=True)
+        callback = guarded(
+            apply_payment,
+            inbox,
+            session_factory=async_sessionmaker(engine),
+            command_id="command_id",
+            consumer="payments",
+            exchange=channel.default_exchange,
+            max_attempts=config.max_attempts,
+            retry_delay=config.retry_delay,
+        )
+
+        async def on_message(message: AbstractIncomingMessage) -> None:
+            if config.delivery_log:
+                with open(config.delivery_log, "a") as log:
+                    log.write(f"{_command_id(message.body)}\n")
+            await callback(message)
+            if config.delivery_log:
+                with open(config.delivery_log, "a") as log:
+                    log.write(f"+{_command_id(message.body)}\n")
+
+        await queue.consume(on_message)
+        print("ready", flush=True)
+        await asyncio.Future()
+
+
+def _command_id(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw).get("command_id"))
+    except ValueError:
+        return "?"
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(main())

@@ -1,0 +1,85 @@
+"""The kombu worker: applies each payment command once, whatever the broker redelivers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kombu import Connection, Consumer, Queue
+from kombu.message import Message
+from kombu.mixins import ConsumerProducerMixin
+from sqlalchemy import create_engine, insert
+from sqlalchemy.orm import sessionmaker
+
+import inboxguard
+from inboxguard.adapters.kombu import guarded
+from integrations.payments import Config, make_inbox, payments_table
+
+logger = logging.getLogger("integrations.kombu")
+
+
+class Worker(ConsumerProducerMixin):
+    """Consumes ``config.queue``; republishes retry copies on its producer connection."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.connection = Connection(
+            config.broker_url, transport_options=config.transport_options()
+        )
+        engine = create_engine(config.db_url)
+        self.inbox = make_inbox(engine, config)
+        self.payments = payments_table(config.prefix)
+        self.callback = guarded(
+            self.apply_payment,
+            self.inbox,
+            session_factory=sessionmaker(engine),
+            command_id="command_id",
+            consumer="payments",
+            max_attempts=config.max_attempts,
+            retry_delay=config.retry_delay,
+            producer=lambda: self.producer,
+        )
+
+    def get_consumers(self, consumer_cls: type[Consumer], channel: Any) -> list[Consumer]:
+        queue = Queue(self.config.queue, durable=True)
+        return [
+            consumer_cls(
+                queues=[queue],
+                callbacks=[self.on_delivery],
+                accept=["json"],
+                prefetch_count=10,
+            )
+        ]
+
+    def on_delivery(self, body: Any, message: Message) -> None:
+        if self.config.delivery_log:
+            with open(self.config.delivery_log, "a") as log:
+                log.write(f"{body.get('command_id')}\n")
+        self.callback(body, message)
+        if self.config.delivery_log:
+            with open(self.config.delivery_log, "a") as log:
+                log.write(f"+{body.get('command_id')}\n")
+
+    def apply_payment(self, body: dict[str, Any], message: Message) -> dict[str, Any]:
+        session = inboxguard.current_session()
+        session.execute(
+            insert(self.payments).values(command_id=body["command_id"], amount=body["amount"])
+        )
+        if self.config.handler_delay:
+            time.sleep(self.config.handler_delay.total_seconds())
+        return {"applied": body["amount"]}
+
+    def on_consume_ready(
+        self, connection: Any, channel: Any, consumers: Any, **kwargs: Any
+    ) -> None:
+        print("ready", flush=True)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    Worker(Config()).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Fixtures of the kombu end-to-end suite: one broker (RabbitMQ or Redis) per
+run of each test, PostgreSQL, and a queue and table prefix of the test's own."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kombu import Connection, Queue
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+
+import inboxguard
+from integrations.kombu.producer import publish
+from integrations.payments import Config, make_inbox
+from tests.adapters.generic_support import Deliveries, Worker, running
+from tests.conftest import AMQP_URL, REDIS_URL, require_service, unique
+
+BROKERS = {"rabbitmq": AMQP_URL, "redis": REDIS_URL}
+
+
+@dataclass
+class KombuSetup:
+    """Everything a test needs to run the reference worker and look at the outcome."""
+
+    config: Config
+    engine: Engine
+    inbox: inboxguard.Inbox
+    deliveries: Deliveries
+    tmp: Path
+    env: dict[str, str]
+
+    def worker(self, **env: str) -> Any:
+        return running("integrations.kombu.worker", {**self.env, **env}, self.tmp / "worker.log")
+
+    def send(self, *bodies: dict[str, Any], **properties: Any) -> None:
+        publish(self.config, bodies, **properties)
+
+    def queue_depth(self) -> int:
+        with Connection(self.config.broker_url) as conn:
+            if self.config.broker_url.startswith("redis"):
+                return int(conn.default_channel.client.llen(self.config.queue))
+            _, count, _ = Queue(self.config.queue, durable=True)(
+                conn.default_channel
+            ).queue_declare(passive=True)
+            return int(count)
+
+
+@pytest.fixture(params=list(BROKERS))
+def kombu_setup(
+    request: pytest.FixtureRequest, pg_url: str, prefix: str, tmp_path: Path
+) -> Iterator[KombuSetup]:
+    require_service(request.param)
+    config = Config(
+        db_url=pg_url,
+        broker_url=BROKERS[request.param],
+        prefix=prefix,
+        queue=unique("q"),
+        lock_timeout=dt.timedelta(milliseconds=150),
+        max_attempts=3,
+        retry_delay=dt.timedelta(milliseconds=200),
+        visibility_timeout=2,
+    )
+    env = {
+        "INBOXGUARD_DB_URL": config.db_url,
+        "INBOXGUARD_BROKER_URL": config.broker_url,
+        "INBOXGUARD_TABLE_PREFIX": config.prefix,
+        "INBOXGUARD_QUEUE": config.queue,
+        "INBOXGUARD_LOCK_TIMEOUT_MS": "150",
+        "INBOXGUARD_MAX_ATTEMPTS": "3",
+        "INBOXGUARD_RETRY_DELAY_MS": "200",
+        "INBOXGUARD_VISIBILITY_TIMEOUT": "2",
+        "INBOXGUARD_DELIVERY_LOG": str(tmp_path / "deliveries.log"),
+    }
+    engine = create_engine(pg_url)
+    inbox = make_inbox(engine, config)
+    setup = KombuSetup(
+        config, engine, inbox, Deliveries(tmp_path / "deliveries.log"), tmp_path, env
+    )
+    try:
+        yield setup
+    finally:
+        with Connection(config.broker_url) as conn:
+            Queue(config.queue, durable=True)(conn.default_channel).delete()
+        inbox.drop_schema()
+        engine.dispose()
+
+
+__all__ = ["KombuSetup", "Worker"]

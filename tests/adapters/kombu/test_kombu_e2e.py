@@ -1,0 +1,119 @@
+"""The kombu reference worker, a real process on RabbitMQ and Redis, with PostgreSQL.
+
+A "barrier" command published last and seen applied proves that everything
+published before it was consumed: the worker takes one queue in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+
+from inboxguard import QuarantineReason
+from inboxguard.adapters.kombu import SENT_AT_HEADER
+from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
+
+from .conftest import KombuSetup
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
+
+COMMANDS = 150
+
+
+def barrier(setup: KombuSetup, name: str = "barrier") -> None:
+    setup.send({"command_id": name, "amount": 0})
+    wait_until(lambda: paid(setup.engine, setup.config.prefix, name), 30, f"{name} applied")
+    wait_until(setup.deliveries.settled, 30, "every delivery settled")
+
+
+def test_duplicated_publishing_applies_each_command_exactly_once(kombu_setup: KombuSetup) -> None:
+    rng = random.Random(6)
+    bodies = [
+        {"command_id": f"pay-{i}", "amount": i}
+        for i in range(COMMANDS)
+        for _ in range(rng.choice((2, 3)))
+    ]
+    rng.shuffle(bodies)
+    with kombu_setup.worker():
+        kombu_setup.send(*bodies)
+        barrier(kombu_setup)
+    assert len(kombu_setup.deliveries.all()) == len(bodies) + 1
+    assert payments(kombu_setup.engine, kombu_setup.config.prefix) == (COMMANDS + 1, COMMANDS + 1)
+    assert kombu_setup.queue_depth() == 0
+
+
+def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(
+    kombu_setup: KombuSetup,
+) -> None:
+    prefix = kombu_setup.config.prefix
+    kombu_setup.send(*({"command_id": f"pay-{i}", "amount": i} for i in range(COMMANDS)))
+    with kombu_setup.worker(INBOXGUARD_HANDLER_DELAY_MS="10") as worker:
+        wait_until(lambda: payments(kombu_setup.engine, prefix)[0] >= 30, 30, "30 payments")
+        worker.kill9()
+    applied_before_restart = payments(kombu_setup.engine, prefix)[0]
+    assert applied_before_restart < COMMANDS, "the kill did not land mid-stream"
+    kombu_setup.deliveries.forget()
+    with kombu_setup.worker():
+        wait_until(lambda: payments(kombu_setup.engine, prefix)[1] == COMMANDS, 60, "every payment")
+        barrier(kombu_setup)
+    assert payments(kombu_setup.engine, prefix) == (COMMANDS + 1, COMMANDS + 1)
+
+
+def test_mismatch_is_quarantined_with_the_message_and_not_redelivered(
+    kombu_setup: KombuSetup,
+) -> None:
+    prefix = kombu_setup.config.prefix
+    with kombu_setup.worker():
+        kombu_setup.send({"command_id": "m1", "amount": 5})
+        wait_until(lambda: paid(kombu_setup.engine, prefix, "m1"), 30, "m1 applied")
+        kombu_setup.send({"command_id": "m1", "amount": 7}, headers={"trace": "t-1"})
+        wait_until(lambda: kombu_setup.inbox.quarantined("payments"), 30, "a quarantine record")
+        barrier(kombu_setup)
+    [record] = kombu_setup.inbox.quarantined("payments")
+    assert record.reason == QuarantineReason.PAYLOAD_MISMATCH
+    assert record.details is not None
+    assert record.details["body"] == {"command_id": "m1", "amount": 7}
+    assert record.details["headers"]["trace"] == "t-1"
+    assert "timestamp" in record.details["properties"]
+    assert paid(kombu_setup.engine, prefix, "m1") == [5]
+    assert kombu_setup.deliveries.of("m1") == 2
+    assert kombu_setup.queue_depth() == 0
+
+
+def test_message_older_than_the_horizon_is_quarantined_not_applied(
+    kombu_setup: KombuSetup,
+) -> None:
+    sent = (dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).isoformat()
+    with kombu_setup.worker():
+        kombu_setup.send({"command_id": "old", "amount": 1}, headers={SENT_AT_HEADER: sent})
+        wait_until(lambda: kombu_setup.inbox.quarantined("payments"), 30, "a quarantine record")
+        barrier(kombu_setup)
+    [record] = kombu_setup.inbox.quarantined("payments")
+    assert record.reason == QuarantineReason.BEYOND_RETENTION
+    assert paid(kombu_setup.engine, kombu_setup.config.prefix, "old") == []
+    assert kombu_setup.deliveries.of("old") == 1
+    assert kombu_setup.queue_depth() == 0
+
+
+def test_in_progress_retries_stop_at_the_cap_without_a_hot_loop(kombu_setup: KombuSetup) -> None:
+    prefix = kombu_setup.config.prefix
+    body = {"command_id": "busy", "amount": 3}
+    with kombu_setup.worker():
+        hold_claim_while(
+            kombu_setup.engine,
+            kombu_setup.inbox,
+            body,
+            lambda: kombu_setup.send(body),
+            lambda: kombu_setup.inbox.quarantined("payments"),
+        )
+        barrier(kombu_setup)
+    [record] = kombu_setup.inbox.quarantined("payments")
+    assert record.reason == QuarantineReason.RETRIES_EXHAUSTED
+    assert record.details is not None
+    assert record.details["attempt"] == 3
+    assert kombu_setup.deliveries.of("busy") == 3
+    assert paid(kombu_setup.engine, prefix, "busy") == []
+    assert kombu_setup.inbox.lookup("payments", "busy") is None
+    assert kombu_setup.queue_depth() == 0

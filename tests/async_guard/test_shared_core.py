@@ -1,0 +1,108 @@
+"""The decisions the sync and async guards share, checked from both sides, and the
+adapters' framework-free delivery helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
+
+import inboxguard
+from inboxguard import (
+    BeyondRetentionError,
+    ConfigurationError,
+    InvalidCommandError,
+    PayloadMismatchError,
+    QuarantineReason,
+)
+from inboxguard.adapters import _delivery
+
+from .conftest import AsyncSetup
+
+
+def test_assess_and_verdict_write_nothing(setup: AsyncSetup) -> None:
+    box = setup.inbox
+    old = box.clock() - dt.timedelta(days=31)
+    prepared, stale = box.assess("orders", "c1", {"a": 1}, (), old, {"k": 1})
+    assert isinstance(stale, BeyondRetentionError)
+    assert prepared.digest == inboxguard.digest_of({"a": 1})
+    assert box.quarantined() == []
+
+
+def test_sync_guard_still_quarantines_mismatch_and_stale(setup: AsyncSetup) -> None:
+    box = setup.inbox
+    with (
+        Session(box.engine) as s,
+        s.begin(),
+        box.guard(s, consumer="orders", command_id="c1", payload=1) as entry,
+    ):
+        s.execute(insert(setup.orders).values(command_id="c1"))
+        assert not entry.duplicate
+    with pytest.raises(PayloadMismatchError), Session(box.engine) as s, s.begin():
+        box.guard(s, consumer="orders", command_id="c1", payload=2).__enter__()
+    with pytest.raises(BeyondRetentionError):
+        box.prepare("orders", "c2", 1, sent_at=box.clock() - dt.timedelta(days=31))
+    reasons = sorted(r.reason for r in box.quarantined("orders"))
+    assert reasons == [QuarantineReason.BEYOND_RETENTION, QuarantineReason.PAYLOAD_MISMATCH]
+
+
+def test_an_inbox_on_the_async_engines_sync_engine_serves_guard_async(setup: AsyncSetup) -> None:
+    """An asyncio-only service builds its Inbox on ``AsyncEngine.sync_engine``."""
+
+    async def main() -> tuple[bool, bool]:
+        engine = create_async_engine(setup.aurl)
+        try:
+            box = inboxguard.Inbox(
+                engine.sync_engine,
+                retention=dt.timedelta(days=30),
+                table_prefix=setup.inbox.table_prefix,
+            )
+            async with engine.begin() as conn:
+                await conn.run_sync(box.tables.metadata.create_all)  # idempotent
+            outcomes = []
+            for payload in (1, 1):
+                async with (
+                    async_sessionmaker(engine)() as s,
+                    s.begin(),
+                    box.guard_async(
+                        s, consumer="orders", command_id="c1", payload=payload
+                    ) as entry,
+                ):
+                    outcomes.append(entry.duplicate)
+            async with async_sessionmaker(engine)() as s:
+                with pytest.raises(PayloadMismatchError):
+                    async with box.guard_async(s, consumer="orders", command_id="c1", payload=2):
+                        pass
+            return outcomes[0], outcomes[1]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == (False, True)
+    [record] = setup.inbox.quarantined("orders")
+    assert record.reason == QuarantineReason.PAYLOAD_MISMATCH
+
+
+def test_delivery_helpers_parse_headers_and_refuse_bad_input() -> None:
+    assert _delivery.attempt_of({}) == 1
+    assert _delivery.attempt_of({_delivery.ATTEMPT_HEADER: "3"}) == 3
+    assert _delivery.attempt_of({_delivery.ATTEMPT_HEADER: "x"}) == 1
+    assert _delivery.seconds_until_due({_delivery.RETRY_AT_HEADER: 1e12}, 0.5) == 0.5
+    assert _delivery.seconds_until_due({}, 0.5) == 0.0
+    naive = dt.datetime(2026, 1, 1)
+    assert _delivery.parse_sent_at(naive) == naive.replace(tzinfo=dt.UTC)
+    assert _delivery.parse_sent_at(0) == dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    assert _delivery.parse_sent_at(b"2026-01-01T00:00:00+00:00") == naive.replace(tzinfo=dt.UTC)
+    with pytest.raises(InvalidCommandError, match="x-inbox-sent-at"):
+        _delivery.parse_sent_at("yesterday")
+    get = _delivery.id_getter("order_id")
+    assert get({"order_id": 7}) == "7"
+    with pytest.raises(InvalidCommandError, match="'order_id' key"):
+        get({"other": 1})
+    with pytest.raises(ConfigurationError, match="max_attempts"):
+        _delivery.check_retry_policy(0, dt.timedelta(seconds=1))
+    with pytest.raises(ConfigurationError, match="retry_delay"):
+        _delivery.check_retry_policy(3, dt.timedelta(seconds=-1))
