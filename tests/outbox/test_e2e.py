@@ -202,12 +202,16 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, 
             },
         )
         procs.append(victim)
-        wait_until(victim.sent, timeout=30)
-        procs += [Proc("integrations.outbox.dispatcher", dispatch_env) for _ in range(2)]
+        # The victim runs alone into its second batch, so that its batches so
+        # far were full (plenty of rows were due) ...
+        wait_until(lambda: victim.sent() >= VICTIM_BATCH + 5, timeout=30)
+        others = [Proc("integrations.outbox.dispatcher", dispatch_env) for _ in range(2)]
+        procs += others
+        wait_until(lambda: all("ready" in o.lines for o in others), timeout=30)
 
-        # kill -9 in the middle of the victim's second batch: half of it is
-        # published, none of it is recorded.
-        wait_until(lambda: victim.sent() >= VICTIM_BATCH + VICTIM_BATCH // 2, timeout=30)
+        # ... then, with all three running, kill -9 it in the middle of a batch:
+        # part of the batch is published, none of it is recorded.
+        wait_until(lambda: 5 <= victim.sent() % VICTIM_BATCH <= VICTIM_BATCH - 5, timeout=30)
         victim.popen.kill()
         victim.popen.wait()
 
