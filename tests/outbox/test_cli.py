@@ -124,3 +124,23 @@ def test_o11_cli_dispatch_runs_as_a_process_and_stops_on_sigterm(box):
     assert proc.returncode == 0
     assert "stopped: delivered 1" in out
     assert json.loads(out.splitlines()[0])["command_id"] == "c"
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [("no_colon", "package.module:name"), ("inboxguard.nowhere:x", "cannot be loaded")],
+)
+def test_dispatch_with_a_bad_transport_is_a_clear_error(box, capsys, spec, words):
+    add(box, "a")
+    assert main(cli(box, "outbox", "dispatch", "--once", "--transport", spec)) == 2
+    assert words in capsys.readouterr().err
+    row = box.get("a")  # nothing claimed, nothing lost
+    assert (row.attempts, row.delivered_at) == (0, None)
+
+
+def test_dispatch_builds_the_transport_from_a_factory():
+    from inboxguard.cli.outbox import load_transport
+
+    made = load_transport("tests.outbox.helpers:Recorder")  # a class needing no argument
+    assert callable(made)
+    assert made.sent == []
