@@ -41,7 +41,8 @@ from inboxguard.outbox import (
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.retention import RetentionPolicy
+from inboxguard.purge import PurgePlan, PurgeReport
+from inboxguard.retention import RetentionPolicy, WindowRow
 
 __version__ = "0.1.0"
 
@@ -69,6 +70,8 @@ __all__ = [
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
+    "PurgePlan",
+    "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
     "ReconciliationRequiredError",
@@ -76,6 +79,7 @@ __all__ = [
     "RetentionPolicy",
     "StaleLeaseError",
     "UnsupportedDialectError",
+    "WindowRow",
     "command_id_for",
     "current_session",
     "digest_of",

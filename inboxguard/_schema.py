@@ -117,6 +117,15 @@ def inbox_tables(prefix: str) -> InboxTables:
         PrimaryKeyConstraint("consumer", "command_id"),
         Index(f"ix_{prefix}inbox_expires_at", "expires_at"),
     )
+    # Purge's compaction step finds results past result_ttl through this index;
+    # partial where the database allows, so inboxes without a result_ttl pay nothing.
+    has_ttl = inbox.c.result_expires_at.is_not(None)
+    Index(
+        f"ix_{prefix}inbox_result_expires_at",
+        inbox.c.result_expires_at,
+        postgresql_where=has_ttl,
+        sqlite_where=has_ttl,
+    )
     quarantine = Table(
         f"{prefix}quarantine",
         metadata,

@@ -70,6 +70,22 @@ class InboxGuardError(Exception):
         """Return the message followed by a pointer to its documentation."""
         return f"{super().__str__()} (see {_DOCS}{self.code})"
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle by state, not by constructor: many errors take keyword-only
+        arguments, and worker pools (Celery prefork, multiprocessing) pickle
+        exceptions across processes."""
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(
+    cls: type[InboxGuardError], args: tuple[object, ...], state: dict[str, object]
+) -> InboxGuardError:
+    """Recreate a pickled error without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigurationError(InboxGuardError):
     """The library is set up in a way that cannot keep its guarantees.

@@ -25,6 +25,7 @@ from inboxguard._context import session_var
 from inboxguard._dberrors import is_busy
 from inboxguard._digest import canonical_json, digest_of
 from inboxguard._extract import CommandIdSpec, command_id_getter, payload_of
+from inboxguard._maintenance import Maintenance
 from inboxguard._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard._schema import inbox_tables
 from inboxguard.dialects import Claim, ClaimSteps, Dialect, dialect_for
@@ -61,7 +62,7 @@ class Prepared:
     details: Mapping[str, Any] | None
 
 
-class Inbox:
+class Inbox(Maintenance):
     """Records each business command once, in the caller's transaction.
 
     The evidence row (consumer, command ID, payload digest) commits if and only
@@ -130,15 +131,16 @@ class Inbox:
     # -- schema -------------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the inbox and quarantine tables if they do not exist (idempotent)."""
+        """Create the inbox, quarantine and watermark tables if they do not exist
+        (idempotent)."""
         self.tables.metadata.create_all(
-            self.engine, tables=[self.tables.inbox, self.tables.quarantine]
+            self.engine, tables=[self.tables.inbox, self.tables.quarantine, self.watermarks]
         )
 
     def drop_schema(self) -> None:
-        """Drop the inbox and quarantine tables, with every record in them."""
+        """Drop the inbox, quarantine and watermark tables, with every record in them."""
         self.tables.metadata.drop_all(
-            self.engine, tables=[self.tables.inbox, self.tables.quarantine]
+            self.engine, tables=[self.tables.inbox, self.tables.quarantine, self.watermarks]
         )
 
     # -- retention ----------------------------------------------------------------------
@@ -357,15 +359,16 @@ class Inbox:
             )
         if claim.stored_digest != prepared.digest:
             return self._mismatch(prepared, claim.stored_digest)
-        expired = claim.result_json is None and (
-            claim.result_expires_at is not None and claim.result_expires_at <= prepared.now
-        )
+        # Past result_ttl the result counts as dropped even before purge has
+        # compacted the row, so what a duplicate sees never depends on purge timing.
+        expired = claim.result_expires_at is not None and claim.result_expires_at <= prepared.now
+        kept = None if expired else claim.result_json
         return InboxEntry(
             consumer=prepared.consumer,
             command_id=prepared.command_id,
             digest=prepared.digest,
             duplicate=True,
-            result=json.loads(claim.result_json) if claim.result_json is not None else None,
+            result=json.loads(kept) if kept is not None else None,
             result_expired=expired,
         )
 

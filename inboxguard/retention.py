@@ -45,7 +45,7 @@ class RetentionPolicy:
             horizon.
     """
 
-    __slots__ = ("_sources", "margin", "result_ttl", "windows")
+    __slots__ = ("_reported", "_sources", "margin", "result_ttl", "windows")
 
     def __init__(
         self,
@@ -66,6 +66,7 @@ class RetentionPolicy:
         self.windows: dict[str, dt.timedelta] = dict(windows)
         self.margin = margin
         self._sources = dict.fromkeys(windows, "declared")
+        self._reported: dict[tuple[str, str], dt.timedelta] = {}
         self.result_ttl = result_ttl
         if result_ttl is not None:
             _require_duration("result_ttl", result_ttl, positive=True)
@@ -101,23 +102,33 @@ class RetentionPolicy:
         return self.horizon - self.margin
 
     def explain(self) -> list[WindowRow]:
-        """Rows a person can read: each window, its length and its source, the
-        margin, and the resulting horizon."""
+        """Rows a person can read: each declared window, each window reported
+        through :meth:`check` (with the source that found it), the margin, the
+        resulting horizon and the result TTL."""
         rows = [
             WindowRow(name, length, self._sources[name])
             for name, length in sorted(self.windows.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
+        rows += [
+            WindowRow(name, length, source)
+            for (source, name), length in sorted(
+                self._reported.items(), key=lambda kv: (-kv[1], kv[0])
+            )
+        ]
         rows.append(WindowRow("margin", self.margin, "safety margin"))
-        rows.append(WindowRow("horizon", self.horizon, "longest window + margin"))
+        rows.append(WindowRow("horizon", self.horizon, "longest declared window + margin"))
         if self.result_ttl is not None:
             rows.append(WindowRow("result_ttl", self.result_ttl, "stored results dropped after"))
         return rows
 
     def check(self, source: str = "declared", **windows: dt.timedelta) -> None:
-        """Fail unless every window in ``windows`` fits inside the horizon.
+        """Record the windows found at ``source`` and fail unless each fits
+        inside the horizon.
 
-        ``source`` says where the windows were found (e.g. ``"celery: broker
-        visibility_timeout"``) so the error can name it.
+        This is the hook adapters call at worker start with the windows they
+        discover (``source`` e.g. ``"celery: broker visibility_timeout"``): the
+        error names it, and :meth:`explain` lists every reported window with
+        its source. Reporting the same (source, name) again replaces it.
 
         Raises:
             RetentionMisalignedError: the first window longer than the horizon.
@@ -125,6 +136,9 @@ class RetentionPolicy:
         horizon = self.horizon
         for name, length in windows.items():
             _require_duration(f"window {name!r}", length, positive=False)
+        for name, length in windows.items():
+            self._reported[(source, name)] = length
+        for name, length in windows.items():
             if length > horizon:
                 msg = (
                     f"replay window {name!r} ({source}) is {format_duration(length)} but the"

@@ -51,7 +51,7 @@ def test_alembic_upgrade_matches_create_schema(
 
     Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "b_").create_schema()
     migrated_shape = _shape(engine, prefix + "a_")
-    assert set(migrated_shape) == {"inbox", "quarantine"}
+    assert set(migrated_shape) == {"inbox", "quarantine", "watermark"}
     assert migrated_shape == _shape(engine, prefix + "b_")
 
     migrated = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "a_")

@@ -1,0 +1,52 @@
+"""The guarded task, and the same body without the inbox (the benchmark's baseline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task, signals
+from sqlalchemy import create_engine
+from sqlalchemy.orm import sessionmaker
+
+import inboxguard
+from inboxguard.adapters.celery import inbox_task
+from integrations.celery import business
+from integrations.celery.settings import PLAIN_TASK_NAME, TASK_NAME, Settings
+
+SETTINGS = Settings.from_env()
+engine = create_engine(SETTINGS.db_url, pool_size=2, max_overflow=2)
+Session = sessionmaker(engine)
+inbox = business.make_inbox(engine, SETTINGS.table_prefix, SETTINGS.retention)
+TABLES = business.tables(SETTINGS.table_prefix)
+
+
+@signals.worker_process_init.connect
+def _fresh_pool(**_: Any) -> None:
+    # A forked child must not reuse the parent's pooled connections.
+    engine.dispose(close=False)
+
+
+@inbox_task(
+    inbox,
+    session_factory=Session,
+    command_id="transfer_id",
+    # Set explicitly: evidence is filed under this name, so renaming the
+    # task or its module does not make old commands look new.
+    consumer="reference.transfers",
+    name=TASK_NAME,
+    max_retries=10,
+    retry_backoff_max=60,
+)
+def apply_transfer(transfer_id: str, account: str, amount: int) -> dict[str, Any]:
+    session = inboxguard.current_session()
+    return business.apply_transfer(
+        session, TABLES, transfer_id, account, amount, SETTINGS.task_delay
+    )
+
+
+@shared_task(name=PLAIN_TASK_NAME, acks_late=True, reject_on_worker_lost=True)
+def apply_transfer_plain(transfer_id: str, account: str, amount: int) -> dict[str, Any]:
+    with Session.begin() as session:
+        return business.apply_transfer(
+            session, TABLES, transfer_id, account, amount, SETTINGS.task_delay
+        )
