@@ -9,15 +9,14 @@ thousand prove the same races and keep this file under a minute per broker).
 
 The consumers are the Dramatiq reference app (``integrations/dramatiq``, a
 worker started with the ``dramatiq`` command, fed by the Dramatiq transport)
-when it is present, and otherwise this app's inbox-guarded kombu consumer
-(``integrations/outbox``, fed by the kombu transport).
+on RabbitMQ and Redis, and this app's inbox-guarded kombu consumer
+(``integrations/outbox``, fed by the kombu transport) on RabbitMQ.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.util
 import os
 import signal
 import subprocess
@@ -150,18 +149,17 @@ class DramatiqAppConsumers:
         self.model.drop_schema(self.engine, self.prefix)
 
 
-HAVE_DRAMATIQ_APP = importlib.util.find_spec("integrations.dramatiq") is not None
-#: The Dramatiq reference app is the consumer when it is present; otherwise
-#: this app's kombu consumer stands in (two brokers either way, to stay in the
-#: test-time budget).
-CONSUMERS = DramatiqAppConsumers if HAVE_DRAMATIQ_APP else KombuConsumers
+CASES = [
+    pytest.param(DramatiqAppConsumers, "rabbitmq", id="dramatiq-app-rabbitmq"),
+    pytest.param(DramatiqAppConsumers, "redis", id="dramatiq-app-redis"),
+    pytest.param(KombuConsumers, "rabbitmq", id="kombu-rabbitmq"),
+]
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
-def test_o12_kill_and_outage_still_ship_each_order_exactly_once(broker, pg_url, prefix):
+@pytest.mark.parametrize(("consumers", "broker"), CASES)
+def test_o12_kill_and_outage_still_ship_each_order_exactly_once(consumers, broker, pg_url, prefix):
     require_service(broker)
-    consumers = CONSUMERS
     engine = create_engine(pg_url)
     config.create_all(engine, prefix)
     outbox = config.outbox(engine, prefix)
