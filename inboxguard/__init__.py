@@ -32,6 +32,15 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
+from inboxguard.outbox import (
+    CompactionResult,
+    Dispatcher,
+    DispatchStats,
+    Outbox,
+    OutboxMessage,
+    OutboxRow,
+    OutboxStatus,
+)
 from inboxguard.purge import PurgePlan, PurgeReport
 from inboxguard.retention import RetentionPolicy, WindowRow
 
@@ -40,7 +49,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BeyondRetentionError",
     "CommandRejectedError",
+    "CompactionResult",
     "ConfigurationError",
+    "DispatchStats",
+    "Dispatcher",
     "EffectError",
     "EffectOutcomeUnknownError",
     "InProgressError",
@@ -51,6 +63,10 @@ __all__ = [
     "InvalidCommandError",
     "InvalidTransitionError",
     "NoActiveGuardError",
+    "Outbox",
+    "OutboxMessage",
+    "OutboxRow",
+    "OutboxStatus",
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",

@@ -170,7 +170,9 @@ class PayloadMismatchError(CommandRejectedError):
 
     This is an integrity error (a reused ID generator, or a command mutated
     between retries), so the guard fails closed: the block does not run, the
-    stored result is not returned, and the message is quarantined.
+    stored result is not returned, and the message is quarantined. The
+    outbox raises it too, when a command ID is added again with another
+    payload (nothing is written then).
     """
 
     code = "payload-mismatch"
@@ -182,9 +184,11 @@ class PayloadMismatchError(CommandRejectedError):
         command_id: str,
         stored_digest: str,
         incoming_digest: str,
+        message: str | None = None,
     ) -> None:
         super().__init__(
-            f"command {command_id!r} of consumer {consumer!r} was already processed"
+            message
+            or f"command {command_id!r} of consumer {consumer!r} was already processed"
             f" with payload {stored_digest}, but this delivery carries"
             f" {incoming_digest}; it was quarantined and must not be retried:"
             " roll back, dead-letter the message and find out why the payload changed",
