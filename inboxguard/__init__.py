@@ -37,6 +37,15 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
+from inboxguard.outbox import (
+    CompactionResult,
+    Dispatcher,
+    DispatchStats,
+    Outbox,
+    OutboxMessage,
+    OutboxRow,
+    OutboxStatus,
+)
 from inboxguard.purge import PurgePlan, PurgeReport
 from inboxguard.retention import RetentionPolicy, WindowRow
 
@@ -45,7 +54,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BeyondRetentionError",
     "CommandRejectedError",
+    "CompactionResult",
     "ConfigurationError",
+    "DispatchStats",
+    "Dispatcher",
     "EffectError",
     "EffectLedger",
     "EffectOutcomeUnknownError",
@@ -61,6 +73,10 @@ __all__ = [
     "InvalidTransitionError",
     "MismatchBehaviour",
     "NoActiveGuardError",
+    "Outbox",
+    "OutboxMessage",
+    "OutboxRow",
+    "OutboxStatus",
     "PayloadEncodingError",
     "PayloadMismatchError",
     "Provider",

@@ -23,6 +23,7 @@ from inboxguard import _quarantine
 from inboxguard._command import validate_identity
 from inboxguard._context import session_var
 from inboxguard._dberrors import is_busy
+from inboxguard._decide import busy_error
 from inboxguard._extract import CommandIdSpec, command_id_getter, payload_of
 from inboxguard._records import InboxEntry, QuarantineReason
 from inboxguard.dialects import Claim, ClaimSteps
@@ -31,7 +32,8 @@ from inboxguard.errors import ConfigurationError, PayloadMismatchError
 if TYPE_CHECKING:
     import datetime as dt
 
-    from inboxguard.inbox import Inbox, Prepared
+    from inboxguard._decide import Prepared
+    from inboxguard.inbox import Inbox
 
 __all__ = ["guard_async", "handler_async", "quarantine_async"]
 
@@ -52,8 +54,6 @@ async def guard_async(
     details: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[InboxEntry]:
     """The body of :meth:`Inbox.guard_async` (same contract as :meth:`Inbox.guard`)."""
-    from inboxguard.inbox import busy_error  # noqa: PLC0415 - inbox imports this module lazily
-
     prepared, stale = inbox.assess(consumer, command_id, payload, exclude, sent_at, details)
     conn = await _connection_of(session)
     if stale is not None:

@@ -174,7 +174,9 @@ class PayloadMismatchError(CommandRejectedError):
 
     This is an integrity error (a reused ID generator, or a command mutated
     between retries), so the guard fails closed: the block does not run, the
-    stored result is not returned, and the message is quarantined.
+    stored result is not returned, and the message is quarantined. The
+    outbox raises it too, when a command ID is added again with another
+    payload (nothing is written then).
 
     The effect ledger raises it too, for an effect key already recorded with
     another payload: ``consumer`` is then ``"inboxguard.effects"`` and

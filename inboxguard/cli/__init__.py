@@ -15,7 +15,7 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-_MODULES: tuple[str, ...] = ("retention", "purge", "effects")
+_MODULES: tuple[str, ...] = ("retention", "purge", "outbox", "effects")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,353 @@
+"""The dispatcher: delivers outbox rows at least once, under their command IDs.
+
+One pass (:meth:`Dispatcher.run_once`) has three steps:
+
+1. **lease** (short transaction): due rows are picked with ``FOR UPDATE SKIP
+   LOCKED`` and given a lease: ``due_at`` moves to the lease's end, the
+   attempt is counted and a random token is stamped. The transaction commits
+   at once, so no row lock is held while the broker is called.
+2. **send** (no transaction): each row goes to the transport with its command
+   ID and digest. A row is not sent once three quarters of the lease have
+   passed; it is handed back instead, so a second dispatcher never claims a
+   row that is still being sent in normal operation.
+3. **record** (short transaction): delivered rows get ``delivered_at`` and the
+   broker's receipt; failed rows a retry time (per-row backoff) or, after
+   ``max_attempts``, ``dead_at``. Only the committed record makes a row
+   delivered. A crash between send and record leaves the lease to expire and
+   the row is sent again, with the same command ID, for the receiving inbox
+   to absorb.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from inboxguard._clock import checked_now
+from inboxguard.errors import ConfigurationError
+from inboxguard.outbox._outbox import Outbox
+from inboxguard.outbox._records import (
+    HEADER_COMMAND_ID,
+    HEADER_DIGEST,
+    HEADER_SENT_AT,
+    OutboxMessage,
+    Transport,
+)
+from inboxguard.outbox._wakeup import PgListener, SqliteDispatcherLock
+
+__all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]
+
+logger = logging.getLogger("inboxguard.outbox")
+#: Consecutive transport failures after which the rest of a batch waits.
+_FAILURE_STREAK = 3
+
+
+def exponential_backoff(
+    base: dt.timedelta = dt.timedelta(seconds=1), cap: dt.timedelta = dt.timedelta(minutes=5)
+) -> Callable[[int], dt.timedelta]:
+    """Return ``attempt -> delay``: ``base * 2**(attempt-1)``, at most ``cap``."""
+
+    def delay(attempt: int) -> dt.timedelta:
+        grown: dt.timedelta = base * (2 ** min(max(attempt - 1, 0), 30))
+        return min(cap, grown)
+
+    return delay
+
+
+@dataclass(slots=True)
+class DispatchStats:
+    """Counters of one dispatcher since it started."""
+
+    batches: int = 0
+    delivered: int = 0
+    failed: int = 0
+    dead: int = 0
+    released: int = 0
+
+
+@dataclass(slots=True)
+class _Outcome:
+    delivered: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    dead: list[dict[str, Any]]
+    released: list[dict[str, Any]]
+
+
+class Dispatcher:
+    """Delivers an :class:`Outbox`'s rows through a transport, at least once.
+
+    Several dispatchers may run against PostgreSQL or MariaDB/MySQL: they
+    claim disjoint batches and, in normal operation, never send a row twice.
+    SQLite runs one dispatcher per database (a second one is refused).
+
+    Args:
+        outbox: the outbox to drain.
+        transport: ``transport(message) -> receipt | None``; raising means
+            "not delivered". See ``inboxguard.adapters.transports`` for Celery,
+            Dramatiq and kombu.
+        batch_size: rows claimed per pass.
+        max_attempts: attempts before a row is marked dead.
+        lease: how long a claimed row stays with this dispatcher; it must
+            cover sending a whole batch.
+        backoff: ``attempt -> delay`` before a failed row is due again
+            (default: exponential from 1 s, capped at 5 min).
+        poll_interval: wait between passes that found nothing to do.
+        wakeup: on PostgreSQL, LISTEN for the outbox's NOTIFY so a commit
+            wakes the dispatcher before the poll interval ends.
+
+    Raises:
+        ConfigurationError: a bad argument.
+    """
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        transport: Transport,
+        *,
+        batch_size: int = 100,
+        max_attempts: int = 10,
+        lease: dt.timedelta = dt.timedelta(seconds=60),
+        backoff: Callable[[int], dt.timedelta] | None = None,
+        poll_interval: dt.timedelta = dt.timedelta(seconds=1),
+        wakeup: bool = False,
+    ) -> None:
+        if not isinstance(outbox, Outbox):
+            msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
+            raise ConfigurationError(msg)
+        if not callable(transport):
+            msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
+            raise ConfigurationError(msg)
+        for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
+            if type(value) is not int or value < 1:
+                msg = f"{name} must be a positive int, got {value!r}"
+                raise ConfigurationError(msg)
+        for name, span in (("lease", lease), ("poll_interval", poll_interval)):
+            if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
+                msg = f"{name} must be a positive timedelta, got {span!r}"
+                raise ConfigurationError(msg)
+        if wakeup and outbox.engine.dialect.name != "postgresql":
+            msg = (
+                f"wakeup=True needs PostgreSQL LISTEN/NOTIFY, not"
+                f" {outbox.engine.dialect.name}; the dispatcher polls every poll_interval"
+            )
+            raise ConfigurationError(msg)
+        self.outbox = outbox
+        self.transport = transport
+        self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.lease = lease
+        self.backoff = backoff or exponential_backoff()
+        self.poll_interval = poll_interval
+        self.wakeup = wakeup
+        self.stats = DispatchStats()
+        self._stop = threading.Event()
+        self._listener: PgListener | None = None
+        self._lock: SqliteDispatcherLock | None = None
+        if not outbox.statements.concurrent_dispatchers:
+            self._lock = SqliteDispatcherLock(outbox.engine.url.database)
+
+    # -- one pass -----------------------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Claim one batch, send it and record the outcome; return how many
+        rows were delivered (recorded as such).
+
+        Raises:
+            ConfigurationError: SQLite, and another dispatcher is running.
+        """
+        if self._lock is not None:
+            self._lock.acquire()
+        outbox, st = self.outbox, self.outbox.statements
+        now = checked_now(outbox.clock)
+        token = uuid.uuid4().hex
+        lease_until = now + self.lease
+        with outbox.engine.connect() as conn:
+            if st.supports_skip_locked and conn.dialect.name != "postgresql":
+                conn = conn.execution_options(isolation_level="READ COMMITTED")  # noqa: PLW2901
+            with conn.begin():
+                rows = st.claim(
+                    conn, now=now, lease_until=lease_until, token=token, limit=self.batch_size
+                )
+        if not rows:
+            return 0
+        self.stats.batches += 1
+        outcome = _Outcome([], [], [], [])
+        try:
+            self._send_all(rows, token, now + self.lease * 3 / 4, outcome)
+        finally:
+            self._record(token, outcome)
+        return len(outcome.delivered)
+
+    def _send_all(
+        self, rows: Sequence[Sequence[Any]], token: str, send_by: dt.datetime, out: _Outcome
+    ) -> None:
+        streak = 0
+        clock = self.outbox.clock
+        for index, row in enumerate(rows):
+            row_id, command_id, attempt = row[0], row[1], row[7]
+            now = checked_now(clock)
+            if attempt > self.max_attempts:
+                error = f"the lease expired {attempt - 1} times without a recorded outcome"
+                out.dead.append({"b_id": row_id, "b_token": token, "b_at": now, "b_error": error})
+                continue
+            if streak >= _FAILURE_STREAK or now >= send_by or self._stop.is_set():
+                due = now + self.backoff(1) if streak else now
+                out.released.extend(
+                    {"b_id": r[0], "b_token": token, "b_due": due} for r in rows[index:]
+                )
+                return
+            try:
+                receipt = self.transport(_message(row))
+            except Exception as exc:  # any failure means "not delivered"
+                streak += 1
+                self._failed(row, token, exc, out)
+                continue
+            streak = 0
+            out.delivered.append(
+                {"b_id": row_id, "b_at": checked_now(clock), "b_receipt": _receipt(receipt)}
+            )
+            logger.debug("delivered %s", command_id)
+
+    def _failed(self, row: Sequence[Any], token: str, exc: Exception, out: _Outcome) -> None:
+        row_id, command_id, attempt = row[0], row[1], row[7]
+        now = checked_now(self.outbox.clock)
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        if attempt >= self.max_attempts:
+            logger.error(
+                "outbox row %s is dead after %d attempts: %s",
+                command_id,
+                attempt,
+                error,
+                extra={"command_id": command_id, "attempts": attempt},
+            )
+            out.dead.append({"b_id": row_id, "b_token": token, "b_at": now, "b_error": error})
+            return
+        delay = self.backoff(attempt)
+        logger.warning(
+            "outbox row %s not delivered (attempt %d of %d), retry in %s: %s",
+            command_id,
+            attempt,
+            self.max_attempts,
+            delay,
+            error,
+            extra={"command_id": command_id, "attempts": attempt},
+        )
+        out.failed.append(
+            {"b_id": row_id, "b_token": token, "b_due": now + delay, "b_error": error}
+        )
+
+    def _record(self, token: str, out: _Outcome) -> None:
+        st = self.outbox.statements
+        with self.outbox.engine.begin() as conn:
+            for stmt, params in (
+                (st.mark_delivered, out.delivered),
+                (st.mark_failed, out.failed),
+                (st.mark_dead, out.dead),
+                (st.release, out.released),
+            ):
+                if params:
+                    conn.execute(stmt, params)
+        self.stats.delivered += len(out.delivered)
+        self.stats.failed += len(out.failed)
+        self.stats.dead += len(out.dead)
+        self.stats.released += len(out.released)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run_forever(self, *, install_signal_handlers: bool = True) -> DispatchStats:
+        """Dispatch until :meth:`stop` (or SIGTERM / SIGINT) is received.
+
+        A stop lets the current batch finish sending what it already sent and
+        record it; unsent rows of the batch are handed back. Database errors
+        are logged and retried after ``poll_interval``. Returns the counters.
+        """
+        self._stop.clear()
+        previous = self._install_handlers() if install_signal_handlers else {}
+        try:
+            if self.wakeup:
+                self._listener = PgListener.open(self.outbox.engine, self.outbox.channel)
+            while not self._stop.is_set():
+                try:
+                    delivered = self.run_once()
+                except ConfigurationError:
+                    raise
+                except Exception:
+                    logger.exception(
+                        "outbox dispatch pass failed; retrying after the poll interval"
+                    )
+                    delivered = 0
+                if delivered < self.batch_size:
+                    self._idle()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.close()
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask :meth:`run_forever` to finish its batch and return (thread-safe)."""
+        self._stop.set()
+
+    def close(self) -> None:
+        """Release the LISTEN connection and the SQLite dispatcher lock."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> Dispatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _idle(self) -> None:
+        seconds = self.poll_interval.total_seconds()
+        if self._listener is not None:
+            self._listener.wait(seconds, self._stop)
+        else:
+            self._stop.wait(seconds)
+
+    def _install_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            logger.info("signal %d received: finishing the current batch", signum)
+            self._stop.set()
+
+        return {
+            signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+
+
+def _message(row: Sequence[Any]) -> OutboxMessage:
+    _, command_id, destination, payload, headers, digest, created_at, attempt = row
+    merged = dict(json.loads(headers)) if headers else {}
+    merged[HEADER_COMMAND_ID] = command_id
+    merged[HEADER_DIGEST] = digest
+    merged[HEADER_SENT_AT] = created_at.isoformat()
+    return OutboxMessage(
+        command_id=command_id,
+        destination=destination,
+        payload=json.loads(payload),
+        headers=merged,
+        digest=digest,
+        created_at=created_at,
+        attempt=attempt,
+    )
+
+
+def _receipt(receipt: Any) -> str | None:
+    if receipt is None:
+        return None
+    return json.dumps(receipt, default=repr, sort_keys=True, ensure_ascii=False)

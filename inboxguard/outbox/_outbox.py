@@ -1,0 +1,330 @@
+"""The transactional outbox: outgoing commands stored in the caller's own
+transaction, next to the business change that requires them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from inboxguard._clock import Clock, checked_now, utc_now
+from inboxguard._command import validate_identity
+from inboxguard._digest import canonical_json, digest_of
+from inboxguard.errors import ConfigurationError, PayloadEncodingError, PayloadMismatchError
+from inboxguard.outbox._records import (
+    HEADER_COMMAND_ID,
+    HEADER_DIGEST,
+    HEADER_SENT_AT,
+    CompactionResult,
+    OutboxRow,
+    OutboxStatus,
+)
+from inboxguard.outbox._statements import OutboxStatements, statements_for
+from inboxguard.outbox._tables import outbox_tables
+from inboxguard.retention import RetentionPolicy, format_duration
+
+__all__ = ["Outbox"]
+
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
+_RESERVED = frozenset({HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT})
+#: Default time delivered rows keep their payload, headers and receipt.
+DEFAULT_DELIVERED_RETENTION = dt.timedelta(days=1)
+#: Default dedup horizon of the outbox's own evidence (command ID + digest).
+DEFAULT_RETENTION = dt.timedelta(days=30)
+
+
+class Outbox:
+    """Stores outgoing commands in the caller's transaction.
+
+    An outbox row commits if and only if the caller's business change
+    commits, so a command can neither be lost after a commit (the process
+    dies before it reaches the broker) nor sent for a change that rolled
+    back. A :class:`~inboxguard.Dispatcher` then delivers each row at least
+    once, always under its business command ID.
+
+    Args:
+        engine: the database (PostgreSQL, MariaDB/MySQL or SQLite); the same
+            one the business data lives in.
+        table_prefix: prefix of the outbox table (``<prefix>outbox``).
+        clock: zero-argument callable returning an aware datetime.
+        retention: how long a delivered row's command ID and digest are kept
+            (a :class:`RetentionPolicy` or a ``timedelta``). Until then, adding
+            the same ID again is a no-op, or a mismatch; after it, the row is
+            purged by :meth:`compact`.
+        delivered_retention: how long a delivered row keeps its payload,
+            headers and receipt before :meth:`compact` drops them. Not longer
+            than the retention horizon.
+        notify: on PostgreSQL, send a ``NOTIFY`` with each added row so a
+            dispatcher started with ``wakeup=True`` reacts at commit time
+            (default: on for PostgreSQL, not available elsewhere).
+
+    Raises:
+        ConfigurationError: an argument cannot keep the guarantees.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        table_prefix: str = "inboxguard_",
+        clock: Clock | None = None,
+        retention: RetentionPolicy | dt.timedelta = DEFAULT_RETENTION,
+        delivered_retention: dt.timedelta = DEFAULT_DELIVERED_RETENTION,
+        notify: bool | None = None,
+    ) -> None:
+        if not isinstance(engine, Engine):
+            msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
+            raise ConfigurationError(msg)
+        if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
+            msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
+            raise ConfigurationError(msg)
+        if clock is not None and not callable(clock):
+            msg = f"clock must be a zero-argument callable, got {clock!r}"
+            raise ConfigurationError(msg)
+        self.retention = RetentionPolicy.coerce(retention)
+        if not isinstance(delivered_retention, dt.timedelta) or delivered_retention < dt.timedelta(
+            0
+        ):
+            msg = (
+                f"delivered_retention must be a non-negative timedelta, got {delivered_retention!r}"
+            )
+            raise ConfigurationError(msg)
+        if delivered_retention > self.retention.horizon:
+            msg = (
+                f"delivered_retention {format_duration(delivered_retention)} is longer than the"
+                f" retention horizon {format_duration(self.retention.horizon)}; a payload cannot"
+                " outlive the row that holds it: shorten it or lengthen retention"
+            )
+            raise ConfigurationError(msg)
+        is_pg = engine.dialect.name == "postgresql"
+        if notify and not is_pg:
+            msg = (
+                f"notify=True needs PostgreSQL (LISTEN/NOTIFY), not {engine.dialect.name};"
+                " leave it unset and let the dispatcher poll"
+            )
+            raise ConfigurationError(msg)
+        self.engine = engine
+        self.table_prefix = table_prefix
+        self.clock: Clock = clock or utc_now
+        self.delivered_retention = delivered_retention
+        self.notify = is_pg if notify is None else notify
+        self.tables = outbox_tables(table_prefix)
+        #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
+        self.channel = f"{self.tables.outbox.name}_due"
+        self.statements: OutboxStatements = statements_for(engine.dialect, self.tables)
+
+    def __repr__(self) -> str:
+        """Show the database and table."""
+        return f"<Outbox {self.engine.url.render_as_string()} {self.tables.outbox.name!r}>"
+
+    # -- schema -------------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Create the outbox table and its indexes if they do not exist (idempotent)."""
+        self.tables.metadata.create_all(self.engine)
+
+    def drop_schema(self) -> None:
+        """Drop the outbox table, with every row in it."""
+        self.tables.metadata.drop_all(self.engine)
+
+    # -- producing ----------------------------------------------------------------------
+
+    def add(
+        self,
+        session: Session | Connection,
+        *,
+        command_id: str,
+        destination: str,
+        payload: object,
+        headers: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Store a command in the caller's transaction; never commits.
+
+        ``command_id`` comes from the business intent (see
+        :func:`~inboxguard.command_id_for`), so retrying the business operation
+        adds the same ID again. Returns True when a row was added, False when
+        the ID was already stored with the same payload digest (a no-op).
+
+        Raises:
+            InvalidCommandError: ``command_id`` or ``destination`` is unusable.
+            PayloadEncodingError: the payload or headers have no canonical
+                JSON encoding, or a header name is reserved.
+            PayloadMismatchError: the ID is stored with a different payload;
+                nothing was written, roll back.
+        """
+        validate_identity(command_id, "command_id")
+        validate_identity(destination, "destination")
+        digest = digest_of(payload)
+        values = {
+            "command_id": command_id,
+            "destination": destination,
+            "payload": canonical_json(payload),
+            "headers": _encode_headers(headers),
+            "digest": digest,
+            "created_at": (now := checked_now(self.clock)),
+            "due_at": now,
+            "attempts": 0,
+        }
+        conn = _connection_of(session)
+        st = self.statements
+        if st.add_row(conn, values):
+            if self.notify:
+                conn.execute(_notify(self.channel))
+            return True
+        stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
+        if stored != digest:
+            raise PayloadMismatchError(
+                consumer=f"outbox {self.tables.outbox.name}",
+                command_id=command_id,
+                stored_digest=stored,
+                incoming_digest=digest,
+                message=(
+                    f"command {command_id!r} is already in the outbox with payload {stored},"
+                    f" but this call adds {digest}; nothing was written: roll back and find"
+                    " out why the same business intent produced a different command"
+                ),
+            )
+        return False
+
+    # -- operating ----------------------------------------------------------------------
+
+    def status(self) -> OutboxStatus:
+        """Backlog, age of the oldest unsent row, dead and delivered rows."""
+        t = self.tables.outbox
+        now = checked_now(self.clock)
+        with self.engine.connect() as conn:
+            backlog, oldest = conn.execute(self.statements.backlog_stmt).one()
+            dead = conn.execute(select(func.count()).where(t.c.dead_at.is_not(None))).scalar_one()
+            done = conn.execute(
+                select(func.count()).where(t.c.delivered_at.is_not(None))
+            ).scalar_one()
+        if oldest is not None and oldest.tzinfo is None:  # func.min loses the column type
+            oldest = oldest.replace(tzinfo=dt.UTC)
+        age = max(now - oldest, dt.timedelta(0)) if oldest is not None else dt.timedelta(0)
+        return OutboxStatus(backlog=int(backlog), oldest_unsent_age=age, dead=dead, delivered=done)
+
+    def get(self, command_id: str) -> OutboxRow | None:
+        """Return the stored row of ``command_id``, or None."""
+        t = self.tables.outbox
+        return next(iter(self._rows(t.c.command_id == command_id, limit=1)), None)
+
+    def dead(self, *, limit: int = 100) -> list[OutboxRow]:
+        """Rows that exhausted their attempts, oldest first, with their last error."""
+        t = self.tables.outbox
+        return self._rows(t.c.dead_at.is_not(None), limit=limit)
+
+    def retry_dead(self, command_ids: Iterable[str] | None = None) -> int:
+        """Make dead rows due again with a fresh attempt count (all of them,
+        or those of ``command_ids``); returns how many."""
+        t = self.tables.outbox
+        cond: Any = t.c.dead_at.is_not(None)
+        if command_ids is not None:
+            cond = and_(cond, t.c.command_id.in_(list(command_ids)))
+        stmt = (
+            update(t).where(cond).values(dead_at=None, due_at=checked_now(self.clock), attempts=0)
+        )
+        with self.engine.begin() as conn:
+            return int(conn.execute(stmt).rowcount)
+
+    def compact(self, *, batch_size: int = 1000) -> CompactionResult:
+        """Drop payloads of rows delivered longer than ``delivered_retention``
+        ago, and remove rows delivered longer than the retention horizon ago.
+
+        A compacted row keeps its command ID, digest and delivery time, so
+        adding the same command again stays a no-op (or a mismatch) until the
+        horizon. Pending and dead rows are never touched. Work is done in
+        transactions of at most ``batch_size`` rows, so a large backlog of
+        old rows never holds long locks.
+        """
+        t = self.tables.outbox
+        st = self.statements
+        now = checked_now(self.clock)
+        purge = st.bounded_delete(t.c.delivered_at <= now - self.retention.horizon, batch_size)
+        compact = st.bounded_update(
+            and_(t.c.delivered_at <= now - self.delivered_retention, t.c.compacted_at.is_(None)),
+            batch_size,
+            {"payload": None, "headers": None, "receipt": None, "compacted_at": now},
+        )
+        purged = self._in_batches(purge, batch_size)
+        return CompactionResult(compacted=self._in_batches(compact, batch_size), purged=purged)
+
+    def _in_batches(self, stmt: Any, batch_size: int) -> int:
+        total = 0
+        while True:
+            with self.engine.begin() as conn:
+                done = int(conn.execute(stmt).rowcount)
+            total += done
+            if done < batch_size:
+                return total
+
+    def _rows(self, where: Any, *, limit: int) -> list[OutboxRow]:
+        t = self.tables.outbox
+        stmt = select(t).where(where).order_by(t.c.id).limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [
+            OutboxRow(
+                command_id=r["command_id"],
+                destination=r["destination"],
+                digest=r["digest"],
+                created_at=r["created_at"],
+                attempts=r["attempts"],
+                due_at=r["due_at"],
+                delivered_at=r["delivered_at"],
+                dead_at=r["dead_at"],
+                last_error=r["last_error"],
+                receipt=_loads(r["receipt"]),
+                payload=_loads(r["payload"]),
+                headers=_loads(r["headers"]) or {},
+            )
+            for r in rows
+        ]
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _encode_headers(headers: Mapping[str, Any] | None) -> str | None:
+    if headers is None:
+        return None
+    if not isinstance(headers, Mapping):
+        msg = f"headers must be a mapping of str to JSON values, got {type(headers).__name__}"
+        raise PayloadEncodingError(msg, path="headers")
+    taken = _RESERVED.intersection(headers)
+    if taken:
+        msg = (
+            f"headers {sorted(taken)} are set by the dispatcher from the row itself; leave them out"
+        )
+        raise PayloadEncodingError(msg, path="headers")
+    return canonical_json(dict(headers), root="headers") if headers else None
+
+
+def _connection_of(session: Session | Connection) -> Connection:
+    if isinstance(session, Session):
+        conn = session.connection()
+    elif isinstance(session, Connection):
+        conn = session
+    else:
+        msg = (
+            f"add() needs the sqlalchemy Session or Connection of the business"
+            f" transaction, got {type(session).__name__}"
+        )
+        raise ConfigurationError(msg)
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        msg = (
+            "the connection runs in AUTOCOMMIT mode, so the outbox row could commit"
+            " without the business change; use a transactional connection"
+        )
+        raise ConfigurationError(msg)
+    return conn
+
+
+def _notify(channel: str) -> Any:
+    return select(func.pg_notify(channel, ""))

