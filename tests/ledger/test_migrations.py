@@ -5,25 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from alembic import command
-from alembic.config import Config
 from sqlalchemy.engine import Engine
 
 from inboxguard import EffectLedger
-from inboxguard.migrations import VERSION_LOCATION
 from integrations.ledger.gateway import SandboxGateway
-from tests.migrations.test_alembic import _shape
+from tests.migrations.test_alembic import _shape, alembic_config
 
 
 def test_l12_alembic_branch_matches_create_schema(
     engine: Engine, db_url: str, prefix: str, tmp_path: Path
 ) -> None:
-    cfg = Config(str(tmp_path / "alembic.ini"))
-    command.init(cfg, str(tmp_path / "env"))
-    cfg.set_main_option("script_location", str(tmp_path / "env"))
-    cfg.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
-    cfg.set_main_option("path_separator", "os")
-    cfg.set_main_option("version_locations", VERSION_LOCATION)
-    cfg.set_main_option("inboxguard_table_prefix", prefix + "a_")
+    cfg = alembic_config(tmp_path, db_url, prefix + "a_")
     command.upgrade(cfg, "inboxguard_effects@head")
 
     EffectLedger(engine, table_prefix=prefix + "b_").create_schema()

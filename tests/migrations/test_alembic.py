@@ -37,18 +37,28 @@ def _shape(engine: Engine, prefix: str) -> dict[str, Any]:
     return shape
 
 
+def alembic_config(tmp_path: Path, db_url: str, table_prefix: str) -> Config:
+    """A fresh Alembic environment whose versions are inboxguard's revisions.
+
+    The Config has no file, so the generated env.py skips ``fileConfig()``,
+    which would disable every existing logger (the inboxguard logger included)
+    for the rest of the test run.
+    """
+    command.init(Config(str(tmp_path / "alembic.ini")), str(tmp_path / "env"))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(tmp_path / "env"))
+    cfg.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("version_locations", VERSION_LOCATION)
+    cfg.set_main_option("inboxguard_table_prefix", table_prefix)
+    return cfg
+
+
 def test_alembic_upgrade_matches_create_schema(
     engine: Engine, db_url: str, prefix: str, tmp_path: Path
 ) -> None:
     """`alembic upgrade inboxguard@head` then downgrade, next to create_schema()."""
-    command.init(Config(str(tmp_path / "alembic.ini")), str(tmp_path / "env"))
-    # A Config without a file: the generated env.py then skips fileConfig(), which
-    # would disable every existing logger (the inboxguard logger included).
-    cfg = Config()
-    cfg.set_main_option("script_location", str(tmp_path / "env"))
-    cfg.set_main_option("sqlalchemy.url", db_url.replace("%", "%%"))
-    cfg.set_main_option("version_locations", VERSION_LOCATION)
-    cfg.set_main_option("inboxguard_table_prefix", prefix + "a_")
+    cfg = alembic_config(tmp_path, db_url, prefix + "a_")
     command.upgrade(cfg, "inboxguard@head")
 
     Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "b_").create_schema()
