@@ -34,17 +34,17 @@ def test_c1_duplicate_publishes_with_new_task_ids_apply_once(reference, broker) 
     """Each command published 2-3 times with fresh task ids is applied exactly once."""
     ref = reference(broker)
     ref.worker(concurrency=2)
-    # Given 250 commands, each published 2 or 3 times with its own task id
-    items = commands(250)
+    # Given 1,000 commands, each published 2 or 3 times with its own task id
+    items = commands(1000)
     sent = ref.publish(_copies_2_or_3(items))
-    assert sent > 500
+    assert sent > 2000
     # When the worker has drained the queue
-    wait_until(lambda: ref.check().transfers == 250, 90, "250 transfers applied")
-    wait_until(lambda: ref.ready_messages() == 0, 30, "the queue to drain")
-    wait_until(lambda: ref.workers[0].log().count(" succeeded in ") >= sent, 60, "every ack")
+    wait_until(lambda: ref.check().transfers == 1000, 240, "1,000 transfers applied")
+    wait_until(lambda: ref.ready_messages() == 0, 60, "the queue to drain")
+    wait_until(lambda: ref.workers[0].log().count(" succeeded in ") >= sent, 120, "every ack")
     # Then every transfer is in the ledger once and balances agree with it
     result = ref.check()
-    assert result.rows == 250
+    assert result.rows == 1000
     assert result.applied_twice == 0
     assert result.balances_match
 

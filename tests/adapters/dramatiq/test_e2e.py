@@ -57,7 +57,7 @@ def test_d1_copies_with_new_message_ids_apply_once(
 ) -> None:
     """Every command sent 2-3 times (each copy a new message ID) is applied once,
     and every copy's stored result is the first run's result."""
-    count = 1000 if broker_name == "redis" else 300  # publishing to RabbitMQ is slower
+    count = 1000
     worker = start_worker(threads=8)
     worker.wait_ready()
     orders = [f"order-{i}" for i in range(count)]
