@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Executable, bindparam, delete, update
-from sqlalchemy.dialects.mysql import insert
 
 from inboxguard.outbox._statements import OutboxStatements
 from inboxguard.outbox._tables import OutboxTables
@@ -40,7 +39,7 @@ class MysqlOutbox(OutboxStatements):
     def __init__(self, tables: OutboxTables) -> None:
         super().__init__(tables)
         t = self.table
-        self._insert = insert(t).prefix_with("IGNORE")
+        self._insert = self.insert_text(verb="INSERT IGNORE")
         self._pick = self.due_rows.with_for_update(skip_locked=True)
         self._lease = (
             update(t)

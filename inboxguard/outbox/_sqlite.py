@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Executable, update
-from sqlalchemy.dialects.sqlite import insert
 
 from inboxguard.outbox._statements import OutboxStatements
 from inboxguard.outbox._tables import OutboxTables
@@ -33,9 +32,7 @@ class SqliteOutbox(OutboxStatements):
     def __init__(self, tables: OutboxTables) -> None:
         super().__init__(tables)
         t = self.table
-        self._insert = (
-            insert(t).on_conflict_do_nothing(index_elements=[t.c.command_id]).returning(t.c.id)
-        )
+        self._insert = self.insert_text(suffix=" ON CONFLICT (command_id) DO NOTHING RETURNING id")
         pick = self.due_rows.with_only_columns(t.c.id).scalar_subquery()
         self._claim = (
             update(t)

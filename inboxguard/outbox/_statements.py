@@ -23,14 +23,28 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Dialect as SaDialect
+from sqlalchemy.sql.elements import TextClause
 
 from inboxguard.errors import UnsupportedDialectError
 from inboxguard.outbox._tables import OutboxTables
 
-__all__ = ["OutboxStatements", "statements_for"]
+__all__ = ["ADD_COLUMNS", "OutboxStatements", "statements_for"]
+
+#: The columns ``Outbox.add()`` writes, in the order of its INSERT.
+ADD_COLUMNS = (
+    "command_id",
+    "destination",
+    "payload",
+    "headers",
+    "digest",
+    "created_at",
+    "due_at",
+    "attempts",
+)
 
 
 class OutboxStatements(ABC):
@@ -101,6 +115,20 @@ class OutboxStatements(ABC):
         )
         self.backlog_stmt: Executable = select(func.count(), func.min(t.c.created_at)).where(
             t.c.due_at.is_not(None)
+        )
+
+    def insert_text(self, *, verb: str = "INSERT", suffix: str = "") -> TextClause:
+        """The add statement as SQL text with typed parameters.
+
+        Text, not the dialect ``insert()`` constructs: SQLAlchemy 2.0 does not
+        cache their compiled form (sqlalchemy/sqlalchemy#10445), and ``add()``
+        runs in every producer transaction.
+        """
+        t = self.table
+        columns = ", ".join(ADD_COLUMNS)
+        values = ", ".join(f":{name}" for name in ADD_COLUMNS)
+        return text(f"{verb} INTO {t.name} ({columns}) VALUES ({values}){suffix}").bindparams(
+            *(bindparam(name, type_=t.c[name].type) for name in ADD_COLUMNS)
         )
 
     @abstractmethod

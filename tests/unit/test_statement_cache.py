@@ -24,3 +24,16 @@ def test_hot_path_statements_have_cache_keys(cls: type, lock_timeout: dt.timedel
     assert "store_result_stmt" in found
     for name in found:
         assert getattr(dialect, name)._generate_cache_key() is not None, name
+
+
+@pytest.mark.parametrize("name", ["postgresql", "mysql", "sqlite"])
+def test_outbox_add_statement_has_a_cache_key(name: str) -> None:
+    """Outbox.add() runs in every producer transaction: its insert must be cacheable."""
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+    from inboxguard.outbox._statements import statements_for
+    from inboxguard.outbox._tables import outbox_tables
+
+    sa_dialect = {"postgresql": postgresql, "mysql": mysql, "sqlite": sqlite}[name].dialect()
+    statements = statements_for(sa_dialect, outbox_tables("cache_"))
+    assert statements.insert()._generate_cache_key() is not None
