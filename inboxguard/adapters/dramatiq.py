@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dramatiq import Actor, Broker, Middleware, Worker
-from dramatiq.asyncio import async_to_sync
+from dramatiq.asyncio import async_to_sync, get_event_loop_thread, set_event_loop_thread
 from dramatiq.broker import MessageProxy
 from dramatiq.middleware import AsyncIO, MiddlewareError
 
@@ -218,6 +218,7 @@ class InboxMiddleware(Middleware):
             self.check_alignment(broker)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
+            _stop_event_loop_thread()
             if isinstance(error, RetentionMisalignedError):
                 raise _RefusedRetentionError(
                     error.args[0], window=error.window, length=error.length, horizon=error.horizon
@@ -261,6 +262,16 @@ class InboxMiddleware(Middleware):
     def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
         """Forget the message."""
         current_message.set(None)
+
+
+def _stop_event_loop_thread() -> None:
+    """Stop the event loop thread an ``AsyncIO`` middleware listed before this
+    one has already started: the worker will not start, so nothing else stops
+    it, and its non-daemon thread would keep the refused process alive."""
+    thread = get_event_loop_thread()
+    if thread is not None:
+        thread.stop()
+        set_event_loop_thread(None)
 
 
 def _exclude(actor_name: str, value: object) -> tuple[str, ...]:

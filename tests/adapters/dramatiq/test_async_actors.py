@@ -17,7 +17,7 @@ from typing import Any
 import dramatiq
 import pytest
 from dramatiq import Middleware, Retry, Worker
-from dramatiq.asyncio import EventLoopThread
+from dramatiq.asyncio import EventLoopThread, get_event_loop_thread
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
@@ -297,3 +297,20 @@ def test_busy_command_out_of_retries_is_quarantined_and_dead_lettered(pg_db: Db,
     assert record.details["message_id"] == message.message_id
     assert "InProgressError" in record.details["last_error"]
     assert rows(pg_db) == []
+
+
+def test_refused_boot_stops_the_event_loop_thread(db: Db, prefix: str) -> None:
+    """An AsyncIO middleware listed first has started its (non-daemon) event
+    loop thread when the inbox refuses to boot: the refusal stops it, so a
+    refused ``dramatiq`` process exits instead of hanging."""
+    short = inboxguard.Inbox(db.engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+    broker = make_broker(db)
+    middleware = next(m for m in broker.middleware if isinstance(m, InboxMiddleware))
+    middleware.inbox = short  # a 1-day horizon under the 20-retry default schedule
+    declare_async(broker, db.effects, min_backoff=15000)
+    with pytest.raises(inboxguard.RetentionMisalignedError):
+        Worker(broker, worker_timeout=50).start()
+    broker.close()
+
+    assert get_event_loop_thread() is None
+    assert not [t for t in threading.enumerate() if isinstance(t, EventLoopThread)]
