@@ -270,7 +270,7 @@ def _stop_event_loop_thread() -> None:
     it, and its non-daemon thread would keep the refused process alive."""
     thread = get_event_loop_thread()
     if thread is not None:
-        thread.stop()
+        thread.stop()  # type: ignore[no-untyped-call]
         set_event_loop_thread(None)
 
 
