@@ -174,7 +174,7 @@ class InboxMiddleware(Middleware):
                 raise ConfigurationError(msg)
             return
         fn = actor.fn
-        original = inspect.unwrap(fn)
+        coroutine_fn = _dramatiq_async_fn(actor)
         config: dict[str, Any] = {
             "inbox": self.inbox,
             "broker": broker,
@@ -182,11 +182,11 @@ class InboxMiddleware(Middleware):
             "consumer": validate_identity(
                 options.get("inbox_consumer", actor.actor_name), "consumer"
             ),
-            "get_id": command_id_getter(spec, original),
+            "get_id": command_id_getter(spec, coroutine_fn or fn),
             "exclude": _exclude(actor.actor_name, options.get("inbox_exclude", ())),
             "busy_delay": self.busy_delay,
         }
-        if inspect.iscoroutinefunction(original):
+        if coroutine_fn is not None:
             # Dramatiq already wrapped it with async_to_sync; wrap the guarded
             # coroutine function the same way so it runs on the event loop thread.
             if self.async_session_factory is None:
@@ -197,7 +197,9 @@ class InboxMiddleware(Middleware):
                     " (an AsyncEngine on the inbox's database), or make the actor a plain def"
                 )
                 raise ConfigurationError(msg)
-            guard = AsyncGuard(original, async_session_factory=self.async_session_factory, **config)
+            guard = AsyncGuard(
+                coroutine_fn, async_session_factory=self.async_session_factory, **config
+            )
             actor.fn = async_to_sync(async_guarded(guard))
             self.async_actors.add(actor.actor_name)
         else:
@@ -262,6 +264,39 @@ class InboxMiddleware(Middleware):
     def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
         """Forget the message."""
         current_message.set(None)
+
+
+async def _probe() -> None:
+    """Only here to recognise the wrapper ``async_to_sync`` builds."""
+
+
+#: The code object of Dramatiq's ``async_to_sync`` wrapper.
+_ASYNC_TO_SYNC_CODE = async_to_sync(_probe).__code__
+
+
+def _dramatiq_async_fn(actor: Actor[Any, Any]) -> Any:
+    """The coroutine function of an async actor, or None for a sync actor.
+
+    Dramatiq replaces an ``async def`` actor's function with its
+    ``async_to_sync`` wrapper before this middleware sees it; peel exactly
+    that layer (decorators of the user's own stay in place).
+
+    Raises:
+        ConfigurationError: the function wraps a coroutine function some
+            other way, so it cannot be told whether it runs on a loop.
+    """
+    fn = actor.fn
+    if getattr(fn, "__code__", None) is _ASYNC_TO_SYNC_CODE:
+        inner = fn.__wrapped__  # type: ignore[attr-defined]
+        if inspect.iscoroutinefunction(inner):
+            return inner
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn)):
+        msg = (
+            f"actor {actor.actor_name!r} wraps an async def function in a way InboxMiddleware"
+            " cannot guard; declare the async def function itself as the actor"
+        )
+        raise ConfigurationError(msg)
+    return None
 
 
 def _stop_event_loop_thread() -> None:

@@ -6,6 +6,7 @@ with the body running on Dramatiq's event loop thread. Also the
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import inspect
 import threading
 import time
@@ -314,3 +315,48 @@ def test_refused_boot_stops_the_event_loop_thread(db: Db, prefix: str) -> None:
 
     assert get_event_loop_thread() is None
     assert not [t for t in threading.enumerate() if isinstance(t, EventLoopThread)]
+
+
+def test_the_users_own_decorators_stay_in_place(stub: Any, db: Db) -> None:
+    """Only Dramatiq's own async_to_sync layer is peeled: a decorator of the
+    user's (functools.wraps) still runs, inside the guard, once per command."""
+    traced: list[str] = []
+
+    def trace(fn: Any) -> Any:
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            traced.append(args[0])
+            return await fn(*args, **kwargs)
+
+        return wrapper
+
+    table = db.effects
+
+    @dramatiq.actor(broker=stub, inbox_command_id="order_id")
+    @trace
+    async def apply(order_id: str, qty: int) -> None:
+        await inboxguard.current_session().execute(insert(table).values(order_id=order_id, qty=qty))
+
+    apply.send("o-1", 3)
+    apply.send("o-1", 3)
+    stub.join(QUEUE)
+
+    assert traced == ["o-1"]
+    assert rows(db) == [("o-1", 3)]
+
+
+def test_a_sync_function_wrapping_a_coroutine_function_is_refused(db: Db) -> None:
+    """A plain function that merely wraps an async def one cannot be told to
+    run on a loop or not: refused at declaration, with the fix."""
+    broker = make_broker(db)
+
+    async def inner(order_id: str) -> None:
+        return None
+
+    @functools.wraps(inner)
+    def outer(order_id: str) -> None:
+        return None
+
+    with pytest.raises(inboxguard.ConfigurationError, match="declare the async def function"):
+        dramatiq.actor(outer, broker=broker, inbox_command_id="order_id")
+    broker.close()
