@@ -27,6 +27,16 @@ def shipments_table(prefix: str) -> Table:
     )
 
 
+#: The asyncio driver of each database the reference app runs on.
+ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
+
+
+def async_db_url(url: str) -> str:
+    """The same database through its asyncio driver (for the ``async def`` actor)."""
+    scheme, rest = url.split("://", 1)
+    return f"{ASYNC_DRIVERS[scheme.split('+')[0]]}://{rest}"
+
+
 def make_inbox(engine: Engine, prefix: str, retention_days: float) -> inboxguard.Inbox:
     """The inbox; its only replay window is ``retention_days``."""
     policy = inboxguard.RetentionPolicy(replay=dt.timedelta(days=retention_days))

@@ -15,13 +15,18 @@ from integrations.dramatiq.brokers import make_broker
 from integrations.dramatiq.settings import Settings
 
 ACTOR = "ship"
+#: The ``async def`` twin of ``ship`` (same table, its own consumer name).
+ASYNC_ACTOR = "ship_async"
 
 
-def ship_message(queue: str, order_id: str, sku: str = "sku-1", qty: int = 1) -> Message:  # type: ignore[type-arg]
-    """A message for the ``ship`` actor, built without importing the worker."""
+def ship_message(
+    queue: str, order_id: str, sku: str = "sku-1", qty: int = 1, *, actor: str = ACTOR
+) -> Message:  # type: ignore[type-arg]
+    """A message for the ``ship`` (or ``ship_async``) actor, built without
+    importing the worker."""
     return Message(
         queue_name=queue,
-        actor_name=ACTOR,
+        actor_name=actor,
         args=(),
         kwargs={"order_id": order_id, "sku": sku, "qty": qty},
         options={},

@@ -8,33 +8,43 @@ transaction, without the inbox (the benchmark's baseline).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
 
 import dramatiq
+from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend
 from sqlalchemy import create_engine, insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
 from inboxguard.adapters.dramatiq import InboxMiddleware
 from integrations.dramatiq.brokers import make_broker
-from integrations.dramatiq.model import make_inbox, shipments_table
+from integrations.dramatiq.model import async_db_url, make_inbox, shipments_table
 from integrations.dramatiq.settings import Settings
 
 settings = Settings.from_env()
 engine = create_engine(settings.db_url, pool_size=16, pool_pre_ping=True)
 Sessions = sessionmaker(engine)
+# The async actor's engine; it lives on Dramatiq's event loop thread.
+async_engine = create_async_engine(async_db_url(settings.db_url), pool_size=16)
+AsyncSessions = async_sessionmaker(async_engine)
 shipments = shipments_table(settings.prefix)
 
 broker = make_broker(settings.broker_url, redis_heartbeat_ms=settings.redis_heartbeat_ms)
 # Results keep what ``ship`` returned; for a duplicate that is the stored result.
 broker.add_middleware(Results(backend=RedisBackend(url=settings.results_url)))
+# The event loop thread async actors run on.
+broker.add_middleware(AsyncIO())
 if settings.guard:
     inbox = make_inbox(engine, settings.prefix, settings.retention_days)
-    broker.add_middleware(InboxMiddleware(inbox, session_factory=Sessions))
+    broker.add_middleware(
+        InboxMiddleware(inbox, session_factory=Sessions, async_session_factory=AsyncSessions)
+    )
 
 
 class DelayAcks(dramatiq.Middleware):
@@ -76,3 +86,38 @@ def ship(order_id: str, sku: str, qty: int) -> dict[str, Any]:
         return apply_shipment(inboxguard.current_session(), order_id, sku, qty)
     with Sessions.begin() as session:
         return apply_shipment(session, order_id, sku, qty)
+
+
+ASYNC_GUARD_OPTIONS: dict[str, Any] = (
+    {"inbox_command_id": "order_id", "inbox_consumer": "shipping.ship_async"}
+    if settings.guard
+    else {}
+)
+
+
+async def apply_shipment_async(
+    session: AsyncSession, order_id: str, sku: str, qty: int
+) -> dict[str, Any]:
+    """The business mutation of ``ship_async``: the same row as ``ship``."""
+    await session.execute(
+        insert(shipments).values(order_id=order_id, sku=sku, qty=qty, worker_pid=os.getpid())
+    )
+    if settings.work_ms:
+        await asyncio.sleep(settings.work_ms / 1000)
+    return {"order_id": order_id, "shipped": qty}
+
+
+@dramatiq.actor(
+    queue_name=settings.queue,
+    max_retries=10,
+    min_backoff=200,
+    store_results=True,
+    **ASYNC_GUARD_OPTIONS,
+)
+async def ship_async(order_id: str, sku: str, qty: int) -> dict[str, Any]:
+    """``ship`` as an ``async def`` actor: run on Dramatiq's event loop thread,
+    in an AsyncSession transaction, once per command."""
+    if settings.guard:
+        return await apply_shipment_async(inboxguard.current_session(), order_id, sku, qty)
+    async with AsyncSessions.begin() as session:
+        return await apply_shipment_async(session, order_id, sku, qty)

@@ -324,7 +324,7 @@ def test_bad_inbox_options_fail_at_declaration(stub: Any, options: Any, match: s
 
 
 def test_async_actor_is_refused_at_declaration(stub: Any) -> None:
-    """An async def actor cannot share the worker thread's transaction."""
+    """An async def actor needs an async_session_factory (see test_async_actors.py)."""
 
     async def f(order_id: str) -> None:
         return None
