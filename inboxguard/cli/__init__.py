@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="inboxguard",
-        description="Operate inboxguard: retention, purge, outbox, quarantine.",
+        description="Operate inboxguard: retention, purge, outbox, effects.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:
