@@ -14,6 +14,8 @@ from inboxguard.errors import ConfigurationError, InvalidCommandError
 
 __all__ = [
     "ATTEMPT_HEADER",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_RETRY_DELAY",
     "RETRY_AT_HEADER",
     "SENT_AT_HEADER",
     "attempt_of",
@@ -24,6 +26,10 @@ __all__ = [
     "seconds_until_due",
 ]
 
+#: Deliveries of one message before it is quarantined as ``retries_exhausted``.
+DEFAULT_MAX_ATTEMPTS = 5
+#: Minimum spacing between two attempts of one message.
+DEFAULT_RETRY_DELAY = dt.timedelta(seconds=1)
 #: Header counting deliveries of one message through the retry path (first = 1).
 ATTEMPT_HEADER = "x-inbox-attempt"
 #: Header (epoch seconds) before which a retried copy is not processed.

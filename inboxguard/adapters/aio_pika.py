@@ -36,6 +36,8 @@ from inboxguard import CommandRejectedError, Inbox, QuarantineReason
 from inboxguard._aguard import quarantine_async
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
     attempt_of,
@@ -57,12 +59,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("inboxguard.aio_pika")
-
-
-#: Deliveries of one message before it is quarantined as ``retries_exhausted``.
-DEFAULT_MAX_ATTEMPTS = 5
-#: Minimum spacing between two attempts of one message.
-DEFAULT_RETRY_DELAY = dt.timedelta(seconds=1)
 
 Callback = Callable[[AbstractIncomingMessage], Awaitable[None]]
 Handler = Callable[[Any, AbstractIncomingMessage], Awaitable[Any]]

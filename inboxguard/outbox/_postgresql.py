@@ -15,19 +15,15 @@ Features:
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
-from typing import Any
+from sqlalchemy import update
 
-from sqlalchemy import Connection, Executable, update
-
-from inboxguard.outbox._statements import OutboxStatements
+from inboxguard.outbox._statements import ReturningOutboxStatements
 from inboxguard.outbox._tables import OutboxTables
 
 __all__ = ["PostgresqlOutbox"]
 
 
-class PostgresqlOutbox(OutboxStatements):
+class PostgresqlOutbox(ReturningOutboxStatements):
     """Outbox statements for PostgreSQL."""
 
     supports_skip_locked = True
@@ -47,21 +43,3 @@ class PostgresqlOutbox(OutboxStatements):
             .values(self.lease_values())
             .returning(*self.claim_columns)
         )
-
-    def insert(self) -> Executable:
-        """``INSERT ... ON CONFLICT DO NOTHING``."""
-        return self._insert
-
-    def claim(
-        self,
-        conn: Connection,
-        *,
-        now: dt.datetime,
-        lease_until: dt.datetime,
-        token: str,
-        limit: int,
-    ) -> Sequence[Sequence[Any]]:
-        """Lease in one round trip."""
-        params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
-        rows = conn.execute(self._claim, params).all()
-        return sorted((tuple(row) for row in rows), key=lambda row: row[0])

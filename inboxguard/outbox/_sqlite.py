@@ -12,19 +12,15 @@ Features:
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
-from typing import Any
+from sqlalchemy import update
 
-from sqlalchemy import Connection, Executable, update
-
-from inboxguard.outbox._statements import OutboxStatements
+from inboxguard.outbox._statements import ReturningOutboxStatements
 from inboxguard.outbox._tables import OutboxTables
 
 __all__ = ["SqliteOutbox"]
 
 
-class SqliteOutbox(OutboxStatements):
+class SqliteOutbox(ReturningOutboxStatements):
     """Outbox statements for SQLite."""
 
     concurrent_dispatchers = False
@@ -40,21 +36,3 @@ class SqliteOutbox(OutboxStatements):
             .values(self.lease_values())
             .returning(*self.claim_columns)
         )
-
-    def insert(self) -> Executable:
-        """``INSERT ... ON CONFLICT DO NOTHING``."""
-        return self._insert
-
-    def claim(
-        self,
-        conn: Connection,
-        *,
-        now: dt.datetime,
-        lease_until: dt.datetime,
-        token: str,
-        limit: int,
-    ) -> Sequence[Sequence[Any]]:
-        """Lease in one statement."""
-        params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
-        rows = conn.execute(self._claim, params).all()
-        return sorted((tuple(row) for row in rows), key=lambda row: row[0])

@@ -32,7 +32,7 @@ from sqlalchemy.sql.elements import TextClause
 from inboxguard.errors import UnsupportedDialectError
 from inboxguard.outbox._tables import OutboxTables
 
-__all__ = ["ADD_COLUMNS", "OutboxStatements", "statements_for"]
+__all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements", "statements_for"]
 
 #: The columns ``Outbox.add()`` writes, in the order of its INSERT.
 ADD_COLUMNS = (
@@ -184,6 +184,32 @@ class OutboxStatements(ABC):
         """Lease up to ``limit`` due rows (oldest ``due_at`` first) inside the
         caller's transaction and return them as tuples of ``claim_columns``,
         with ``attempts`` already incremented."""
+
+
+class ReturningOutboxStatements(OutboxStatements):
+    """Shared by the databases whose claim is one ``UPDATE ... RETURNING``
+    (PostgreSQL, SQLite): subclasses build ``_insert`` and ``_claim``."""
+
+    _insert: Executable
+    _claim: Executable
+
+    def insert(self) -> Executable:
+        """``INSERT ... ON CONFLICT (command_id) DO NOTHING RETURNING id``."""
+        return self._insert
+
+    def claim(
+        self,
+        conn: Connection,
+        *,
+        now: dt.datetime,
+        lease_until: dt.datetime,
+        token: str,
+        limit: int,
+    ) -> Sequence[Sequence[Any]]:
+        """Lease in one statement, rows in id order."""
+        params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
+        rows = conn.execute(self._claim, params).all()
+        return sorted((tuple(row) for row in rows), key=lambda row: row[0])
 
 
 def statements_for(sa_dialect: SaDialect, tables: OutboxTables) -> OutboxStatements:
