@@ -13,6 +13,7 @@ from celery import signals
 
 from inboxguard import ConfigurationError, Inbox, RetentionMisalignedError
 from inboxguard.adapters._celery_task import SENT_AT_HEADER, InboxTask
+from inboxguard.retention import format_duration
 
 __all__ = [
     "ReplayWindows",
@@ -106,6 +107,24 @@ def check_alignment(app: Any) -> None:
     for item in replay_windows(app):
         for name, length in item.windows.items():
             item.inbox.require_alignment(item.sources[name], **{name: length})
+        _warn_short_visibility(item)
+
+
+def _warn_short_visibility(item: ReplayWindows) -> None:
+    """A delivery can wait up to ``lock_timeout`` on another worker's claim;
+    a visibility timeout no longer than that redelivers it while it waits."""
+    visibility = item.windows.get("visibility_timeout")
+    wait = item.inbox.lock_timeout
+    if visibility is not None and wait is not None and visibility <= wait:
+        logger.warning(
+            "task %s: the broker's visibility_timeout (%s) is not longer than the inbox"
+            " lock_timeout (%s): a delivery waiting on another worker's claim is delivered"
+            " again before its wait ends, and the copies can keep each other busy; raise"
+            " visibility_timeout well above lock_timeout plus the task's run time",
+            item.task,
+            format_duration(visibility),
+            format_duration(wait),
+        )
 
 
 def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any) -> None:

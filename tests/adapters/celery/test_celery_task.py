@@ -8,6 +8,7 @@ outcome to a Celery outcome.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import sqlite3
 import warnings
 from collections.abc import Iterator
@@ -207,6 +208,32 @@ def test_alignment_discovers_visibility_timeout_and_retry_schedule(setup) -> Non
     app.conf.inboxguard_replay_windows = {"dead_letter_replay": dt.timedelta(days=3)}
     with pytest.raises(inboxguard.RetentionMisalignedError, match="dead_letter_replay"):
         check_alignment(app)
+
+
+def test_visibility_timeout_not_longer_than_the_claim_wait_warns_at_start(setup, caplog) -> None:
+    """A Redis delivery waiting on another worker's claim must not be redelivered meanwhile."""
+    box, factory, _ = setup
+    app = Celery(unique("app"), broker="redis://127.0.0.1:6379/0", set_as_current=False)
+
+    @app.task(
+        base=InboxTask, inbox=box, inbox_session_factory=factory, inbox_command_id="ref", name="v.w"
+    )
+    def apply_ref(ref: str) -> None:
+        return None
+
+    wait = box.lock_timeout
+    assert wait is not None
+    app.conf.broker_transport_options = {"visibility_timeout": wait.total_seconds()}
+    with caplog.at_level(logging.WARNING, logger="inboxguard"):
+        check_alignment(app)
+    [warning] = [r for r in caplog.records if "v.w" in r.getMessage()]
+    assert "visibility_timeout" in warning.getMessage()
+    assert "lock_timeout" in warning.getMessage()
+    caplog.clear()
+    app.conf.broker_transport_options = {"visibility_timeout": wait.total_seconds() + 1}
+    with caplog.at_level(logging.WARNING, logger="inboxguard"):
+        check_alignment(app)
+    assert not [r for r in caplog.records if "v.w" in r.getMessage()]
 
 
 def test_acks_late_off_warns_loudly(setup) -> None:
