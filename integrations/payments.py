@@ -16,12 +16,16 @@ mutation the inbox guards.
   starts and ``+ID`` when it is settled (none).
 - ``INBOXGUARD_VISIBILITY_TIMEOUT``: Redis, seconds before an unacked message
   is delivered again (3600).
+- ``INBOXGUARD_HANG_IN_BODY`` / ``INBOXGUARD_HANG_BEFORE_ACK``: a command ID at
+  which the consumer prints ``hang <ID>`` and stops for good, inside its
+  transaction or after the commit but before the ack (tests kill it there).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from dataclasses import dataclass, field
 
 from sqlalchemy import Column, Integer, MetaData, String, Table
@@ -78,16 +82,37 @@ class Config:
     visibility_timeout: int = field(
         default_factory=lambda: int(os.environ.get("INBOXGUARD_VISIBILITY_TIMEOUT", "3600"))
     )
+    hang_in_body: str | None = field(
+        default_factory=lambda: os.environ.get("INBOXGUARD_HANG_IN_BODY")
+    )
+    hang_before_ack: str | None = field(
+        default_factory=lambda: os.environ.get("INBOXGUARD_HANG_BEFORE_ACK")
+    )
 
-    def transport_options(self) -> dict[str, int]:
-        """Redis redelivers unacked messages after the visibility timeout."""
+    def transport_options(self) -> dict[str, int | str]:
+        """Redis redelivers unacked messages after the visibility timeout.
+
+        The key prefix keeps kombu's unacked index and restore lock apart from
+        every other consumer of the Redis database. kombu holds that lock for
+        up to ``unacked_mutex_expire`` (300 s by default) and a worker killed
+        while holding it blocks every restore for that long; the scan is short
+        and each restore is a watched transaction, so a short lease is safe.
+        """
         if not self.broker_url.startswith("redis"):
             return {}
         return {
             "visibility_timeout": self.visibility_timeout,
             "unacked_restore_interval": 1,
             "unacked_restore_throttle": 1,
+            "unacked_mutex_expire": 5,
+            "global_keyprefix": self.prefix,
         }
+
+
+def hang(command_id: str) -> None:
+    """Stop here for good, announcing it, so a test can ``kill -9`` at this point."""
+    print(f"hang {command_id}", flush=True)
+    time.sleep(3600)
 
 
 def payments_table(prefix: str, metadata: MetaData | None = None) -> Table:

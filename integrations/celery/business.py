@@ -54,10 +54,17 @@ def tables(prefix: str) -> Tables:
     return Tables(metadata, accounts, ledger)
 
 
-def make_inbox(engine: Engine, prefix: str, retention: dt.timedelta) -> inboxguard.Inbox:
+def make_inbox(
+    engine: Engine,
+    prefix: str,
+    retention: dt.timedelta,
+    lock_timeout: dt.timedelta | None = None,
+) -> inboxguard.Inbox:
+    """The app's inbox; ``lock_timeout`` None keeps the inbox's default claim wait."""
     # The dead-letter replay window plus an hour for clock skew and purge lag.
     policy = inboxguard.RetentionPolicy(dead_letter_replay=retention, margin=dt.timedelta(hours=1))
-    return inboxguard.Inbox(engine, retention=policy, table_prefix=f"{prefix}ib_")
+    wait = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+    return inboxguard.Inbox(engine, retention=policy, table_prefix=f"{prefix}ib_", **wait)
 
 
 def create_schema(engine: Engine, prefix: str, retention: dt.timedelta) -> None:

@@ -10,6 +10,9 @@
 ``INBOXGUARD_RESTORE_INTERVAL``    seconds between Redis unacked-restore scans (kombu: 100)
 ``INBOXGUARD_TASK_DELAY``          seconds the task body sleeps (tests use it to kill mid-batch)
 ``INBOXGUARD_REDIS_KEYPREFIX``     prefix of every Redis key kombu writes (none)
+``INBOXGUARD_LOCK_TIMEOUT_MS``     how long a claim waits for another worker's (inbox default)
+``INBOXGUARD_HANG_IN_BODY``        a transfer ID whose task stops for good inside its transaction
+``INBOXGUARD_HANG_AFTER_COMMIT``   a transfer ID whose task stops for good after the commit, unacked
 =================================  =========================================================
 """
 
@@ -38,6 +41,9 @@ class Settings:
     restore_interval: int | None = None
     task_delay: float = 0.0
     redis_keyprefix: str = ""
+    lock_timeout: dt.timedelta | None = None
+    hang_in_body: str = ""
+    hang_after_commit: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -47,6 +53,7 @@ class Settings:
             msg = "set INBOXGUARD_DB_URL to the SQLAlchemy URL of the business database"
             raise SystemExit(msg)
         restore = env.get("INBOXGUARD_RESTORE_INTERVAL")
+        wait = env.get("INBOXGUARD_LOCK_TIMEOUT_MS")
         return cls(
             db_url=db_url,
             broker_url=env.get("INBOXGUARD_BROKER_URL", cls.broker_url),
@@ -57,6 +64,9 @@ class Settings:
             restore_interval=int(restore) if restore else None,
             task_delay=float(env.get("INBOXGUARD_TASK_DELAY", 0)),
             redis_keyprefix=env.get("INBOXGUARD_REDIS_KEYPREFIX", ""),
+            lock_timeout=dt.timedelta(milliseconds=int(wait)) if wait else None,
+            hang_in_body=env.get("INBOXGUARD_HANG_IN_BODY", ""),
+            hang_after_commit=env.get("INBOXGUARD_HANG_AFTER_COMMIT", ""),
         )
 
     def env(self) -> dict[str, str]:
@@ -70,9 +80,13 @@ class Settings:
             "INBOXGUARD_VISIBILITY_TIMEOUT": str(self.visibility_timeout),
             "INBOXGUARD_TASK_DELAY": str(self.task_delay),
             "INBOXGUARD_REDIS_KEYPREFIX": self.redis_keyprefix,
+            "INBOXGUARD_HANG_IN_BODY": self.hang_in_body,
+            "INBOXGUARD_HANG_AFTER_COMMIT": self.hang_after_commit,
         }
         if self.restore_interval is not None:
             out["INBOXGUARD_RESTORE_INTERVAL"] = str(self.restore_interval)
+        if self.lock_timeout is not None:
+            out["INBOXGUARD_LOCK_TIMEOUT_MS"] = str(int(self.lock_timeout.total_seconds() * 1000))
         return out
 
     @property
@@ -124,7 +138,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "inboxguard_replay_windows": {"dead_letter_replay": settings.retention},
     }
     if not settings.is_rabbitmq:
-        options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
+        options: dict[str, Any] = {
+            "visibility_timeout": settings.visibility_timeout,
+            # kombu's restore lock outlives a worker killed while holding it
+            # for this long (300 s by default), blocking every restore.
+            "unacked_mutex_expire": 5,
+        }
         if settings.redis_keyprefix:
             # Also separates kombu's unacked index, which is otherwise shared by
             # every consumer of the Redis database.

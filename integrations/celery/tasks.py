@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from celery import shared_task, signals
@@ -16,7 +17,9 @@ from integrations.celery.settings import PLAIN_TASK_NAME, TASK_NAME, Settings
 SETTINGS = Settings.from_env()
 engine = create_engine(SETTINGS.db_url, pool_size=2, max_overflow=2)
 Session = sessionmaker(engine)
-inbox = business.make_inbox(engine, SETTINGS.table_prefix, SETTINGS.retention)
+inbox = business.make_inbox(
+    engine, SETTINGS.table_prefix, SETTINGS.retention, SETTINGS.lock_timeout
+)
 TABLES = business.tables(SETTINGS.table_prefix)
 
 
@@ -39,9 +42,27 @@ def _fresh_pool(**_: Any) -> None:
 )
 def apply_transfer(transfer_id: str, account: str, amount: int) -> dict[str, Any]:
     session = inboxguard.current_session()
-    return business.apply_transfer(
+    result = business.apply_transfer(
         session, TABLES, transfer_id, account, amount, SETTINGS.task_delay
     )
+    if transfer_id == SETTINGS.hang_in_body:
+        _hang(transfer_id)
+    return result
+
+
+@signals.task_postrun.connect
+def _hang_after_commit(task: Any = None, args: Any = (), **_: Any) -> None:
+    # task_postrun runs in the child after the task (and so the inbox's
+    # commit), before the parent acks: a kill here leaves a committed,
+    # unacked delivery.
+    if getattr(task, "name", None) == TASK_NAME and args and args[0] == SETTINGS.hang_after_commit:
+        _hang(args[0])
+
+
+def _hang(transfer_id: str) -> None:
+    """Stop for good, announcing it, so a test can ``kill -9`` at this point."""
+    print(f"hang {transfer_id}", flush=True)
+    time.sleep(3600)
 
 
 @shared_task(name=PLAIN_TASK_NAME, acks_late=True, reject_on_worker_lost=True)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard.adapters.kombu import guarded
-from integrations.payments import Config, make_inbox, payments_table
+from integrations.payments import Config, hang, make_inbox, payments_table
 
 logger = logging.getLogger("integrations.kombu")
 
@@ -53,6 +53,8 @@ class Worker(ConsumerProducerMixin):
         ]
 
     def on_delivery(self, body: Any, message: Message) -> None:
+        if body.get("command_id") == self.config.hang_before_ack:
+            message.ack = lambda *_, **__: hang(body["command_id"])  # type: ignore[method-assign]
         if self.config.delivery_log:
             with open(self.config.delivery_log, "a") as log:
                 log.write(f"{body.get('command_id')}\n")
@@ -68,6 +70,8 @@ class Worker(ConsumerProducerMixin):
         )
         if self.config.handler_delay:
             time.sleep(self.config.handler_delay.total_seconds())
+        if body["command_id"] == self.config.hang_in_body:
+            hang(body["command_id"])
         return {"applied": body["amount"]}
 
     def on_consume_ready(

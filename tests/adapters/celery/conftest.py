@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 from kombu import Connection
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import Engine
 
 from integrations.celery import business
@@ -111,9 +111,11 @@ class Reference:
     tmp: Path
     workers: list[Worker] = dataclasses.field(default_factory=list)
 
-    def worker(self, *, concurrency: int = 2, start: bool = True) -> Worker:
+    def worker(self, *, concurrency: int = 2, start: bool = True, **overrides: Any) -> Worker:
+        """A worker process; ``overrides`` change its settings only (``hang_in_body=...``)."""
         log = self.tmp / f"worker{len(self.workers)}.log"
-        worker = Worker(self.settings, log, concurrency=concurrency)
+        settings = dataclasses.replace(self.settings, **overrides)
+        worker = Worker(settings, log, concurrency=concurrency)
         self.workers.append(worker)
         return worker.start() if start else worker
 
@@ -129,7 +131,17 @@ class Reference:
         return business.check(self.engine, self.settings.table_prefix)
 
     def inbox(self) -> Any:
-        return business.make_inbox(self.engine, self.settings.table_prefix, self.settings.retention)
+        return business.make_inbox(
+            self.engine, self.settings.table_prefix, self.settings.retention,
+            self.settings.lock_timeout,
+        )  # fmt: skip
+
+    def applied(self, transfer_id: str) -> int:
+        """Ledger rows of one transfer."""
+        ledger = business.tables(self.settings.table_prefix).ledger
+        with self.engine.connect() as conn:
+            query = select(func.count()).where(ledger.c.transfer_id == transfer_id)
+            return int(conn.execute(query).scalar_one())
 
     def ready_messages(self) -> int:
         """Messages waiting in the work queue (not counting unacked deliveries)."""

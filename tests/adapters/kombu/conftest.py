@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from kombu import Connection, Queue
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
@@ -41,13 +42,22 @@ class KombuSetup:
         publish(self.config, bodies, **properties)
 
     def queue_depth(self) -> int:
-        with Connection(self.config.broker_url) as conn:
+        options = self.config.transport_options()
+        with Connection(self.config.broker_url, transport_options=options) as conn:
             if self.config.broker_url.startswith("redis"):
                 return int(conn.default_channel.client.llen(self.config.queue))
             _, count, _ = Queue(self.config.queue, durable=True)(
                 conn.default_channel
             ).queue_declare(passive=True)
             return int(count)
+
+    def unacked(self) -> int | None:
+        """Deliveries kombu's Redis transport holds for restore (None on RabbitMQ)."""
+        if not self.config.broker_url.startswith("redis"):
+            return None
+        options = self.config.transport_options()
+        with Connection(self.config.broker_url, transport_options=options) as conn:
+            return int(conn.default_channel.client.hlen("unacked"))
 
 
 @pytest.fixture(params=list(BROKERS))
@@ -84,8 +94,13 @@ def kombu_setup(
     try:
         yield setup
     finally:
-        with Connection(config.broker_url) as conn:
+        with Connection(config.broker_url, transport_options=config.transport_options()) as conn:
             Queue(config.queue, durable=True)(conn.default_channel).delete()
+        if config.broker_url.startswith("redis"):
+            client = redis.Redis.from_url(config.broker_url)
+            keys = list(client.scan_iter(match=f"{config.prefix}*"))
+            if keys:
+                client.delete(*keys)
         inbox.drop_schema()
         engine.dispose()
 
