@@ -86,15 +86,23 @@ def log_write_failure(values: Mapping[str, Any]) -> None:
 
 
 def read_quarantine(
-    engine: Engine, tables: InboxTables, consumer: str | None, status: str | None
+    engine: Engine,
+    tables: InboxTables,
+    consumer: str | None,
+    status: str | None,
+    *,
+    record_id: int | None = None,
+    limit: int | None = None,
 ) -> list[QuarantineRecord]:
     """Return quarantine records, oldest first."""
     q = tables.quarantine
-    stmt = select(q).order_by(q.c.id)
+    stmt = select(q).order_by(q.c.id).limit(limit)
     if consumer is not None:
         stmt = stmt.where(q.c.consumer == consumer)
     if status is not None:
         stmt = stmt.where(q.c.status == status)
+    if record_id is not None:
+        stmt = stmt.where(q.c.id == record_id)
     with engine.connect() as conn:
         rows = conn.execute(stmt).mappings().all()
     return [

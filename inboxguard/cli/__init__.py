@@ -15,14 +15,14 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-_MODULES: tuple[str, ...] = ("retention", "purge", "outbox", "effects")
+_MODULES: tuple[str, ...] = ("retention", "purge", "quarantine", "outbox", "effects")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="inboxguard",
-        description="Operate inboxguard: retention, purge, outbox, effects.",
+        description="Operate inboxguard: retention, purge, quarantine, outbox, effects.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:

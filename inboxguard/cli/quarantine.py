@@ -1,0 +1,151 @@
+"""``inboxguard quarantine``: the messages the inbox refused, from a shell.
+
+    inboxguard quarantine list --db URL [--consumer NAME] [--status open|resolved|all]
+    inboxguard quarantine show ID --db URL
+    inboxguard quarantine resolve ID --db URL
+
+Output is JSON. ``show`` prints the record with the message details the
+adapter kept (body, headers, properties), enough to replay it by hand.
+``resolve`` marks an open record handled; it changes no evidence, so a
+replay of the same command is judged exactly as before. The exit status is
+0 on success, 1 when no open record has that ID, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Any
+
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from inboxguard._quarantine import read_quarantine, resolve_quarantine
+from inboxguard._schema import InboxTables, inbox_tables
+
+__all__ = ["register"]
+
+_STATUSES = ("open", "resolved", "all")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``quarantine`` and its actions to the command line."""
+    parser = subparsers.add_parser("quarantine", help="inspect and resolve refused messages")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--db",
+            "--url",
+            dest="db",
+            default=os.environ.get("INBOXGUARD_DB_URL"),
+            help="SQLAlchemy URL of the inbox's database (default: $INBOXGUARD_DB_URL)",
+        )
+        p.add_argument("--prefix", default="inboxguard_", help="table prefix of the inbox")
+
+    listing = actions.add_parser("list", help="quarantine records, oldest first")
+    common(listing)
+    listing.add_argument("--consumer", help="only this consumer's records")
+    listing.add_argument("--status", choices=_STATUSES, default="open", help="default: open")
+    listing.add_argument("--limit", type=_positive, default=100, metavar="N")
+    listing.set_defaults(func=_list)
+
+    show = actions.add_parser("show", help="one record with the refused message's details")
+    common(show)
+    show.add_argument("id", type=_positive, metavar="ID")
+    show.set_defaults(func=_show)
+
+    res = actions.add_parser("resolve", help="mark an open record handled")
+    common(res)
+    res.add_argument("id", type=_positive, metavar="ID")
+    res.set_defaults(func=_resolve)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"must be a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _run(args: argparse.Namespace, action: Any) -> int:
+    if not args.db:
+        print(
+            "inboxguard quarantine: --db is required (or set INBOXGUARD_DB_URL):"
+            " the inbox's SQLAlchemy URL",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        engine = create_engine(args.db)
+    except (ArgumentError, ImportError) as error:
+        print(f"inboxguard quarantine: --db {args.db!r} is not usable: {error}", file=sys.stderr)
+        return 2
+    try:
+        tables = inbox_tables(args.prefix)
+        if not inspect(engine).has_table(tables.quarantine.name):
+            msg = (
+                f"no table {tables.quarantine.name!r} at that URL;"
+                " check --prefix (or run create_schema() first)"
+            )
+            raise _UsageError(msg)
+        status: int = action(engine, tables, args)
+        return status
+    except _UsageError as error:
+        print(f"inboxguard quarantine: {error}", file=sys.stderr)
+        return 2
+    except DBAPIError as error:
+        print(f"inboxguard quarantine: the database refused: {error.orig}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+
+
+def _emit(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _list(args: argparse.Namespace) -> int:
+    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
+        status = None if args.status == "all" else args.status
+        records = read_quarantine(engine, tables, args.consumer, status, limit=args.limit)
+        _emit([{k: v for k, v in dataclasses.asdict(r).items() if k != "details"} for r in records])
+        return 0
+
+    return _run(args, action)
+
+
+def _show(args: argparse.Namespace) -> int:
+    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
+        found = read_quarantine(engine, tables, None, None, record_id=args.id)
+        if not found:
+            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
+            return 1
+        _emit(dataclasses.asdict(found[0]))
+        return 0
+
+    return _run(args, action)
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
+        if not resolve_quarantine(engine, tables, args.id):
+            print(f"inboxguard quarantine: no open record with ID {args.id}", file=sys.stderr)
+            return 1
+        [record] = read_quarantine(engine, tables, None, None, record_id=args.id)
+        _emit({k: v for k, v in dataclasses.asdict(record).items() if k != "details"})
+        return 0
+
+    return _run(args, action)
