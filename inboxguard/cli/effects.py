@@ -19,12 +19,12 @@ import datetime as dt
 import enum
 import importlib
 import json
-import os
 import sys
 from typing import Any
 
 from sqlalchemy import create_engine
 
+from inboxguard.cli._args import add_database
 from inboxguard.effects.ledger import EffectLedger
 from inboxguard.effects.provider import Provider, Receipt
 from inboxguard.effects.records import EffectRecord
@@ -39,12 +39,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--db",
-            default=os.environ.get("INBOXGUARD_DB_URL"),
-            help="SQLAlchemy URL of the ledger's database (default: $INBOXGUARD_DB_URL)",
-        )
-        p.add_argument("--prefix", default="inboxguard_", help="table prefix")
+        add_database(p, "ledger")
 
     listing = actions.add_parser("list", help="effects, least recently updated first")
     common(listing)

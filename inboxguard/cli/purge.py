@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from inboxguard._clock import utc_now
 from inboxguard._schema import inbox_tables
+from inboxguard.cli._args import positive_int
 from inboxguard.cli._duration import parse_duration
 from inboxguard.purge import PurgeReport, plan_purge, run_purge
 
@@ -28,8 +29,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="count what would go; change nothing"
     )
-    parser.add_argument("--batch-size", type=_positive, default=1000, metavar="N")
-    parser.add_argument("--max-batches", type=_positive, default=None, metavar="N")
+    parser.add_argument("--batch-size", type=positive_int, default=1000, metavar="N")
+    parser.add_argument("--max-batches", type=positive_int, default=None, metavar="N")
     parser.add_argument(
         "--resolved-older-than",
         type=parse_duration,
@@ -39,17 +40,6 @@ def register(subparsers: Any) -> None:
         " open ones are never deleted",
     )
     parser.set_defaults(func=_purge)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"must be a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def _purge(args: argparse.Namespace) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from typing import Any
 
@@ -26,6 +25,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from inboxguard._quarantine import read_quarantine, resolve_quarantine
 from inboxguard._schema import InboxTables, inbox_tables
+from inboxguard.cli._args import add_database, positive_int
 
 __all__ = ["register"]
 
@@ -38,42 +38,24 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--db",
-            "--url",
-            dest="db",
-            default=os.environ.get("INBOXGUARD_DB_URL"),
-            help="SQLAlchemy URL of the inbox's database (default: $INBOXGUARD_DB_URL)",
-        )
-        p.add_argument("--prefix", default="inboxguard_", help="table prefix of the inbox")
+        add_database(p, "inbox")
 
     listing = actions.add_parser("list", help="quarantine records, oldest first")
     common(listing)
     listing.add_argument("--consumer", help="only this consumer's records")
     listing.add_argument("--status", choices=_STATUSES, default="open", help="default: open")
-    listing.add_argument("--limit", type=_positive, default=100, metavar="N")
+    listing.add_argument("--limit", type=positive_int, default=100, metavar="N")
     listing.set_defaults(func=_list)
 
     show = actions.add_parser("show", help="one record with the refused message's details")
     common(show)
-    show.add_argument("id", type=_positive, metavar="ID")
+    show.add_argument("id", type=positive_int, metavar="ID")
     show.set_defaults(func=_show)
 
     res = actions.add_parser("resolve", help="mark an open record handled")
     common(res)
-    res.add_argument("id", type=_positive, metavar="ID")
+    res.add_argument("id", type=positive_int, metavar="ID")
     res.set_defaults(func=_resolve)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"must be a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 class _UsageError(Exception):
