@@ -53,15 +53,18 @@ class Worker(ConsumerProducerMixin):
         ]
 
     def on_delivery(self, body: Any, message: Message) -> None:
-        if body.get("command_id") == self.config.hang_before_ack:
-            message.ack = lambda *_, **__: hang(body["command_id"])  # type: ignore[method-assign]
+        # The guarded callback refuses a body without a usable ID; these test
+        # hooks must not fail on one first.
+        cid = body.get("command_id") if isinstance(body, dict) else None
+        if cid is not None and cid == self.config.hang_before_ack:
+            message.ack = lambda *_, **__: hang(cid)  # type: ignore[method-assign]
         if self.config.delivery_log:
             with open(self.config.delivery_log, "a") as log:
-                log.write(f"{body.get('command_id')}\n")
+                log.write(f"{cid}\n")
         self.callback(body, message)
         if self.config.delivery_log:
             with open(self.config.delivery_log, "a") as log:
-                log.write(f"+{body.get('command_id')}\n")
+                log.write(f"+{cid}\n")
 
     def apply_payment(self, body: dict[str, Any], message: Message) -> dict[str, Any]:
         session = inboxguard.current_session()

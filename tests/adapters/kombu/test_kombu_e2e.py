@@ -145,3 +145,15 @@ def test_in_progress_retries_stop_at_the_cap_without_a_hot_loop(kombu_setup: Kom
     assert paid(kombu_setup.engine, prefix, "busy") == []
     assert kombu_setup.inbox.lookup("payments", "busy") is None
     assert kombu_setup.queue_depth() == 0
+
+
+def test_bodies_without_a_command_id_are_refused_and_the_worker_goes_on(
+    kombu_setup: KombuSetup,
+) -> None:
+    prefix = kombu_setup.config.prefix
+    with kombu_setup.worker():
+        kombu_setup.send(["not", "a", "dict"], {"amount": 1})  # type: ignore[arg-type]
+        barrier(kombu_setup)
+    assert payments(kombu_setup.engine, prefix) == (1, 1)  # the barrier alone
+    assert kombu_setup.deliveries.all() == ["None", "None", "barrier"]
+    assert kombu_setup.queue_depth() == 0
