@@ -7,9 +7,10 @@ Features:
   NOTHING RETURNING`` and, when nothing was inserted, reads the stored row in
   the same round trip. Only when the conflicting row was committed after the
   statement's snapshot (a lost race) does a second ``SELECT`` follow.
-- lock wait: bounded by ``SET LOCAL lock_timeout``, issued as ``set_config(...,
-  true)`` inside the same statement; it stays in force for the rest of the
-  caller's transaction (SQLSTATE 55P03 on expiry).
+- lock wait: bounded by ``lock_timeout``, set with ``set_config(..., true)``
+  inside the same statement and put back to the caller's value by the same
+  statement once the insert has finished waiting (SQLSTATE 55P03 on expiry,
+  which aborts the transaction anyway).
 - isolation: READ COMMITTED, REPEATABLE READ and SERIALIZABLE. Under the last
   two, a race lost to a concurrent commit is a serialization failure (40001),
   reported as retryable, never a silent skip.
@@ -40,29 +41,11 @@ class PostgresqlDialect(Dialect):
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
-        name = tables.inbox.name
-        guard = ""
-        if lock_timeout is not None:
-            millis = max(1, int(lock_timeout.total_seconds() * 1000))
-            guard = f"WHERE set_config('lock_timeout', '{millis}', true) IS NOT NULL"
         # Written as text on purpose: SQLAlchemy 2.0 does not cache the compiled
         # form of postgresql.insert() (sqlalchemy/sqlalchemy#10445), and
         # recompiling this statement for every message tripled the guard's cost.
         self._claim_stmt = (
-            text(
-                f"WITH claimed AS ("
-                f" INSERT INTO {name}"
-                " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
-                " SELECT :consumer, :command_id, :digest, :processed_at, :expires_at,"
-                f" :result_expires_at {guard}"
-                " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING digest)"
-                " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh"
-                " FROM claimed"
-                " UNION ALL"
-                f" SELECT digest, result, result_expires_at, false FROM {name}"
-                " WHERE consumer = :key_consumer AND command_id = :key_command_id"
-                " AND NOT EXISTS (SELECT 1 FROM claimed)"
-            )
+            text(_claim_sql(tables.inbox.name, lock_timeout))
             .bindparams(
                 bindparam("consumer", type_=id_type()),
                 bindparam("command_id", type_=id_type()),
@@ -83,7 +66,7 @@ class PostgresqlDialect(Dialect):
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Claim in one round trip; read again only after a lost race."""
         row = (yield self._claim_stmt, params).first()
-        if row is not None:
+        if row is not None and row[3] is not None:
             if row[3]:
                 return Claim(True, row[0])
             return Claim(False, row[0], row[1], row[2])
@@ -95,6 +78,51 @@ class PostgresqlDialect(Dialect):
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
         return self._quarantine_stmt
+
+
+def _claim_sql(name: str, lock_timeout: dt.timedelta | None) -> str:
+    """The claim: insert the row, or return the stored one, in one statement.
+
+    Rows: ``(digest, NULL, NULL, true)`` for a fresh claim, the stored
+    ``(digest, result, result_expires_at, false)`` for a duplicate, and, with
+    a lock timeout, ``(NULL, NULL, NULL, NULL)`` after a lost race (nothing
+    else to return). With a lock timeout, the caller's own setting is read
+    first (``prev``, materialized before the insert sets the bound) and put
+    back on whichever row comes out, after the insert has finished waiting.
+    """
+    insert = (
+        f"INSERT INTO {name}"
+        " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
+        " SELECT :consumer, :command_id, :digest, :processed_at, :expires_at,"
+        " :result_expires_at"
+    )
+    conflict = " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING digest"
+    stored = f" FROM {name} WHERE consumer = :key_consumer AND command_id = :key_command_id"
+    if lock_timeout is None:
+        return (
+            f"WITH claimed AS ({insert}{conflict})"
+            " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh"
+            " FROM claimed"
+            " UNION ALL"
+            f" SELECT digest, result, result_expires_at, false{stored}"
+            " AND NOT EXISTS (SELECT 1 FROM claimed)"
+        )
+    millis = max(1, int(lock_timeout.total_seconds() * 1000))
+    restore = "set_config('lock_timeout', (SELECT v FROM prev), true)"
+    return (
+        "WITH prev AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v),"
+        f" claimed AS ({insert}"
+        f" FROM prev WHERE set_config('lock_timeout', '{millis}', true) IS NOT NULL{conflict})"
+        " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh,"
+        f" {restore} AS restored FROM claimed"
+        " UNION ALL"
+        f" SELECT digest, result, result_expires_at, false, {restore}{stored}"
+        " AND NOT EXISTS (SELECT 1 FROM claimed)"
+        " UNION ALL"
+        f" SELECT NULL, NULL, NULL, NULL, {restore}"
+        " WHERE NOT EXISTS (SELECT 1 FROM claimed)"
+        f" AND NOT EXISTS (SELECT 1{stored})"
+    )
 
 
 def _quarantine_upsert(tables: InboxTables) -> Executable:
