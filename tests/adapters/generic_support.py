@@ -3,6 +3,7 @@ polling with deadlines, and reading what the database and the broker hold."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
-from integrations.payments import payments_table
+from integrations.payments import Config, payments_table
+from tests.conftest import unique
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,3 +148,32 @@ def hold_claim_while(
             start()
             wait_until(done, 30, "the held command to be given up")
         session.rollback()
+
+
+def reference_settings(
+    db_url: str, broker_url: str, prefix: str, tmp: Path
+) -> tuple[Config, dict[str, str]]:
+    """The reference consumers' settings for one test, and the same as environment
+    variables: short lock waits, retries and visibility timeout; a delivery log."""
+    config = Config(
+        db_url=db_url,
+        broker_url=broker_url,
+        prefix=prefix,
+        queue=unique("q"),
+        lock_timeout=dt.timedelta(milliseconds=150),
+        max_attempts=3,
+        retry_delay=dt.timedelta(milliseconds=200),
+        visibility_timeout=2,
+    )
+    env = {
+        "INBOXGUARD_DB_URL": config.db_url,
+        "INBOXGUARD_BROKER_URL": config.broker_url,
+        "INBOXGUARD_TABLE_PREFIX": config.prefix,
+        "INBOXGUARD_QUEUE": config.queue,
+        "INBOXGUARD_LOCK_TIMEOUT_MS": "150",
+        "INBOXGUARD_MAX_ATTEMPTS": "3",
+        "INBOXGUARD_RETRY_DELAY_MS": "200",
+        "INBOXGUARD_VISIBILITY_TIMEOUT": "2",
+        "INBOXGUARD_DELIVERY_LOG": str(tmp / "deliveries.log"),
+    }
+    return config, env

@@ -4,7 +4,6 @@ consumer), and a queue and table prefix of the test's own."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,8 @@ from sqlalchemy.engine import Engine
 import inboxguard
 from integrations.asyncio.producer import publish
 from integrations.payments import Config, make_inbox
-from tests.adapters.generic_support import Deliveries, Worker, running
-from tests.conftest import AMQP_URL, require_service, unique
+from tests.adapters.generic_support import Deliveries, Worker, reference_settings, running
+from tests.conftest import AMQP_URL, require_service
 
 BROKERS = {"rabbitmq": AMQP_URL}
 
@@ -56,27 +55,7 @@ def asyncio_setup(
     request: pytest.FixtureRequest, pg_url: str, prefix: str, tmp_path: Path
 ) -> Iterator[AsyncioSetup]:
     require_service(request.param)
-    config = Config(
-        db_url=pg_url,
-        broker_url=BROKERS[request.param],
-        prefix=prefix,
-        queue=unique("q"),
-        lock_timeout=dt.timedelta(milliseconds=150),
-        max_attempts=3,
-        retry_delay=dt.timedelta(milliseconds=200),
-        visibility_timeout=2,
-    )
-    env = {
-        "INBOXGUARD_DB_URL": config.db_url,
-        "INBOXGUARD_BROKER_URL": config.broker_url,
-        "INBOXGUARD_TABLE_PREFIX": config.prefix,
-        "INBOXGUARD_QUEUE": config.queue,
-        "INBOXGUARD_LOCK_TIMEOUT_MS": "150",
-        "INBOXGUARD_MAX_ATTEMPTS": "3",
-        "INBOXGUARD_RETRY_DELAY_MS": "200",
-        "INBOXGUARD_VISIBILITY_TIMEOUT": "2",
-        "INBOXGUARD_DELIVERY_LOG": str(tmp_path / "deliveries.log"),
-    }
+    config, env = reference_settings(pg_url, BROKERS[request.param], prefix, tmp_path)
     engine = create_engine(pg_url)
     inbox = make_inbox(engine, config)
     setup = AsyncioSetup(
