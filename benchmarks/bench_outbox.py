@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 
 import inboxguard
 from benchmarks._report import table, write_section
-from inboxguard.adapters.transports.kombu import KombuTransport
+from inboxguard.adapters.kombu.transport import KombuTransport
 from integrations.outbox import config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,15 +7,14 @@ does. See ``docs/guarantees.md`` for exactly what holds, and where.
 
 from __future__ import annotations
 
-from inboxguard._command import command_id_for
-from inboxguard._context import current_session
-from inboxguard._dberrors import is_retryable
-from inboxguard._digest import digest_of
-from inboxguard._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard._core.context import current_session
+from inboxguard._core.digest import digest_of
+from inboxguard._core.identity import command_id_for
+from inboxguard._core.retention import RetentionPolicy, WindowRow
+from inboxguard.effects._ledger import EffectLedger
+from inboxguard.effects._records import EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
-from inboxguard.effects.ledger import EffectLedger
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
-from inboxguard.effects.records import EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.state import EffectState
 from inboxguard.errors import (
     BeyondRetentionError,
@@ -37,6 +36,8 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.inbox import Inbox
+from inboxguard.inbox._purge import PurgePlan, PurgeReport
+from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.outbox import (
     CompactionResult,
     Dispatcher,
@@ -46,8 +47,7 @@ from inboxguard.outbox import (
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.purge import PurgePlan, PurgeReport
-from inboxguard.retention import RetentionPolicy, WindowRow
+from inboxguard.sql.errors import is_retryable
 
 __version__ = "0.1.0"
 

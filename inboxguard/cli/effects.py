@@ -25,9 +25,9 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from inboxguard.cli._args import add_database
-from inboxguard.effects.ledger import EffectLedger
+from inboxguard.effects._ledger import EffectLedger
+from inboxguard.effects._records import EffectRecord
 from inboxguard.effects.provider import Provider, Receipt
-from inboxguard.effects.records import EffectRecord
 from inboxguard.errors import InboxGuardError
 
 __all__ = ["register"]

@@ -12,11 +12,11 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from inboxguard._clock import utc_now
-from inboxguard._schema import inbox_tables
+from inboxguard._core.clock import utc_now
 from inboxguard.cli._args import positive_int
 from inboxguard.cli._duration import parse_duration
-from inboxguard.purge import PurgeReport, plan_purge, run_purge
+from inboxguard.inbox._purge import PurgeReport, plan_purge, run_purge
+from inboxguard.sql.schema import inbox_tables
 
 __all__ = ["ProgressBar", "register"]
 

@@ -23,9 +23,9 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from inboxguard._quarantine import read_quarantine, resolve_quarantine
-from inboxguard._schema import InboxTables, inbox_tables
 from inboxguard.cli._args import add_database, positive_int
+from inboxguard.inbox._quarantine import read_quarantine, resolve_quarantine
+from inboxguard.sql.schema import InboxTables, inbox_tables
 
 __all__ = ["register"]
 

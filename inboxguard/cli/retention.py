@@ -9,9 +9,9 @@ import importlib
 import sys
 from typing import Any
 
+from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
 from inboxguard.cli._duration import parse_duration, parse_window
 from inboxguard.errors import ConfigurationError, RetentionMisalignedError
-from inboxguard.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
 
 __all__ = ["load_policy", "register"]
 

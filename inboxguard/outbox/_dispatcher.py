@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from inboxguard._clock import checked_now
+from inboxguard._core.clock import checked_now
 from inboxguard.errors import ConfigurationError
 from inboxguard.outbox._outbox import Outbox
 from inboxguard.outbox._records import (
@@ -91,7 +91,7 @@ class Dispatcher:
     Args:
         outbox: the outbox to drain.
         transport: ``transport(message) -> receipt | None``; raising means
-            "not delivered". See ``inboxguard.adapters.transports`` for Celery,
+            "not delivered". See ``inboxguard.adapters._transport`` for Celery,
             Dramatiq and kombu.
         batch_size: rows claimed per pass.
         max_attempts: attempts before a row is marked dead.

@@ -13,9 +13,10 @@ from sqlalchemy import Connection, and_, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard._clock import Clock, checked_now, utc_now
-from inboxguard._command import validate_identity
-from inboxguard._digest import canonical_json, digest_of
+from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard._core.digest import canonical_json, digest_of
+from inboxguard._core.identity import validate_identity
+from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import ConfigurationError, PayloadEncodingError, PayloadMismatchError
 from inboxguard.outbox._records import (
     HEADER_COMMAND_ID,
@@ -25,9 +26,8 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.outbox._statements import OutboxStatements, statements_for
-from inboxguard.outbox._tables import outbox_tables
-from inboxguard.retention import RetentionPolicy, format_duration
+from inboxguard.sql._outbox.statements import OutboxStatements, statements_for
+from inboxguard.sql.outbox_tables import outbox_tables
 
 __all__ = ["Outbox"]
 

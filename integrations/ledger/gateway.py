@@ -50,8 +50,8 @@ from inboxguard import (
     Receipt,
     digest_of,
 )
-from inboxguard._clock import Clock, checked_now, utc_now
-from inboxguard._schema import UtcDateTime
+from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard.sql.schema import UtcDateTime
 
 BEHAVIOURS = ("ok", "accept_then_timeout", "timeout", "connection_error", "reject")
 

@@ -20,7 +20,7 @@ from kombu import Connection, Queue
 from sqlalchemy import create_engine
 
 import inboxguard
-from inboxguard.adapters.transports.kombu import KombuTransport
+from inboxguard.adapters.kombu.transport import KombuTransport
 from integrations.outbox.config import Settings, outbox
 
 
@@ -36,7 +36,7 @@ def kombu_transport(settings: Settings) -> Any:
 
 
 def dramatiq_transport(settings: Settings) -> Any:
-    from inboxguard.adapters.transports.dramatiq import DramatiqTransport
+    from inboxguard.adapters.dramatiq.transport import DramatiqTransport
 
     url = settings.broker_url
     if url.startswith("redis://"):

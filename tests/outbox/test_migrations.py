@@ -9,7 +9,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from inboxguard import Outbox
-from tests.migrations.test_alembic import _shape, alembic_config
+from tests.sql.migrations.test_alembic import _shape, alembic_config
 
 
 def test_outbox_alembic_branch_matches_create_schema(

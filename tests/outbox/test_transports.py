@@ -60,7 +60,7 @@ def test_o10_kombu_publishes_under_the_command_id(broker, pg_outbox):
     require_service(broker)
     from kombu import Connection
 
-    from inboxguard.adapters.transports.kombu import KombuTransport
+    from inboxguard.adapters.kombu.transport import KombuTransport
 
     queue_name = unique("q")
     rows = {f"order.ship:id={n}": {"order": n} for n in range(3)}
@@ -89,7 +89,7 @@ def test_o10_kombu_publishes_under_the_command_id(broker, pg_outbox):
 def test_o10_an_unreachable_broker_leaves_rows_undelivered(pg_outbox):
     from kombu import Connection
 
-    from inboxguard.adapters.transports.kombu import KombuTransport
+    from inboxguard.adapters.kombu.transport import KombuTransport
 
     add_rows(pg_outbox, "nowhere", {"c-1": {"n": 1}})
     transport = KombuTransport(
@@ -110,7 +110,7 @@ def test_o10_celery_sends_the_command_id_as_task_id_and_header(broker, pg_outbox
     from celery import Celery
     from kombu import Connection
 
-    from inboxguard.adapters.transports.celery import CeleryTransport
+    from inboxguard.adapters.celery.transport import CeleryTransport
 
     queue_name = unique("celery")
     app = Celery("producer", broker=BROKERS[broker])
@@ -149,7 +149,7 @@ def test_o10_dramatiq_enqueues_with_a_stable_message_id(broker, pg_outbox):
     from dramatiq.brokers.rabbitmq import RabbitmqBroker
     from dramatiq.brokers.redis import RedisBroker
 
-    from inboxguard.adapters.transports.dramatiq import DramatiqTransport
+    from inboxguard.adapters.dramatiq.transport import DramatiqTransport
 
     queue_name = unique("dq")
     if broker == "redis":

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from inboxguard._schema import UtcDateTime, digest_type, id_type, long_text
 from inboxguard.migrations import BRANCH, table_prefix
+from inboxguard.sql.schema import UtcDateTime, digest_type, id_type, long_text
 
 revision = "ig0001"
 down_revision = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from inboxguard._schema import UtcDateTime, id_type
 from inboxguard.migrations import table_prefix
+from inboxguard.sql.schema import UtcDateTime, id_type
 
 revision = "ig0002"
 down_revision = "ig0001"

@@ -21,8 +21,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
-from inboxguard.adapters._dramatiq_windows import retry_span
 from inboxguard.adapters.dramatiq import InboxMiddleware
+from inboxguard.adapters.dramatiq._windows import retry_span
 
 pytestmark = pytest.mark.postgresql
 QUEUE = "default"

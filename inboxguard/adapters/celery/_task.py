@@ -1,0 +1,324 @@
+"""The guarded Celery task: begin, claim, run, store, commit, and only then ack."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import logging
+import random
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from celery import Task, shared_task
+from celery.exceptions import Ignore, Reject, Retry
+
+from inboxguard import (
+    CommandRejectedError,
+    Inbox,
+    InvalidCommandError,
+    PayloadEncodingError,
+    QuarantineReason,
+    is_retryable,
+)
+from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
+from inboxguard.errors import ConfigurationError
+
+__all__ = ["SENT_AT_HEADER", "InboxTask", "inbox_task"]
+
+logger = logging.getLogger("inboxguard.celery")
+
+#: Message header holding the ISO-8601 UTC time the task was first published.
+SENT_AT_HEADER = "x-inboxguard-sent-at"
+#: First backoff step (seconds) of a retry after a busy claim or a transient error.
+DEFAULT_RETRY_BASE = 1.0
+_CONTROL_FLOW = (Retry, Ignore, Reject)
+
+
+class InboxTask(Task):  # type: ignore[misc]
+    """A Celery task whose body runs at most once per business command.
+
+    The body runs inside a database transaction that also records the
+    command's ID and payload digest; the message is acked only after that
+    transaction commits (``acks_late``). A duplicate delivery returns the
+    stored result without running the body; a payload mismatch or a message
+    older than the evidence horizon is quarantined and rejected without
+    requeue (never retried); a busy claim or a transient database error is
+    retried with jittered backoff, never acked and dropped.
+
+    Configure it with task options (``@app.task(base=InboxTask, inbox=...,
+    inbox_session_factory=..., inbox_command_id=...)``) or use
+    :func:`inbox_task`, which fills them in.
+    """
+
+    #: Commit strictly precedes the ack; early acks would lose a message whose
+    #: transaction rolls back (and make ``Reject`` a no-op).
+    acks_late = True
+    #: A killed child's message goes back to the queue: the inbox makes the
+    #: redelivery a duplicate when the first attempt committed.
+    reject_on_worker_lost = True
+    #: The inbox the claims are recorded in.
+    inbox: Inbox | None = None
+    #: Zero-argument callable returning a new SQLAlchemy ``Session``.
+    inbox_session_factory: Callable[[], Any] | None = None
+    #: The command ID: a callable over the task's arguments, or an argument name.
+    inbox_command_id: CommandIdSpec | None = None
+    #: The consumer name the evidence is filed under (default: the task name).
+    inbox_consumer: str | None = None
+    #: Payload keys left out of the digest (see ``inboxguard.digest_of``).
+    inbox_exclude: Iterable[str] = ()
+    #: Replay windows declared for this task (e.g. a dead-letter replay window),
+    #: checked against the inbox horizon when the worker starts.
+    inbox_replay_windows: Mapping[str, dt.timedelta] | None = None
+    #: First step of the busy/transient retry backoff, in seconds.
+    inbox_retry_base: float = DEFAULT_RETRY_BASE
+    #: Cap of one backoff step, in seconds (Celery's own name and default).
+    retry_backoff_max: int = 600
+    _inbox_getter: Getter | None = None
+
+    @classmethod
+    def on_bound(cls, app: Any) -> None:
+        """Warn loudly when a setting that the guarantee depends on is off."""
+        if cls.acks_late is False and cls.inbox is not None:
+            msg = (
+                f"task {cls.name!r} uses the inbox with acks_late=False: the message is"
+                " acked before the transaction commits, so a crash or rollback loses it"
+                " and Reject cannot dead-letter it; remove acks_late=False"
+            )
+            logger.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body once per command, inside the inbox transaction."""
+        if not self.request.called_directly:
+            # The worker (or apply()) already pushed this delivery's request:
+            # calling Task.__call__ would push a second one without headers.
+            return self._guarded(args, kwargs)
+        self.push_request(args=args, kwargs=kwargs)
+        try:
+            return self._guarded(args, kwargs)
+        finally:
+            self.pop_request()
+
+    # -- the guarded run ---------------------------------------------------------------
+
+    def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        inbox, factory = self._require_setup()
+        request = self.request
+        details = _details(self.name, request, args, kwargs)
+        try:
+            command_id = self._command_id(args, kwargs)
+            session = factory()
+            try:
+                with session.begin():
+                    result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
+            finally:
+                session.close()
+        except Exception as exc:
+            # A plain function call (no worker, no apply()) gets the errors themselves.
+            if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
+                self._settle(exc, args, kwargs, details)
+            raise
+        return result
+
+    def _settle(
+        self,
+        exc: Exception,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        details: Mapping[str, Any],
+    ) -> None:
+        """Turn a failed delivery into Reject or Retry; return to let Celery fail it."""
+        if isinstance(exc, CommandRejectedError):
+            # Already quarantined (with ``details``) by the guard.
+            raise Reject(_reason(exc), requeue=False) from exc
+        if isinstance(exc, InvalidCommandError | PayloadEncodingError):
+            logger.error("task %s: %s; rejected without requeue", self.name, exc)
+            raise Reject(_reason(exc), requeue=False) from exc
+        if is_retryable(exc):
+            self._retry_later(exc, args, kwargs, details)
+
+    def _claim_and_run(
+        self,
+        inbox: Inbox,
+        session: Any,
+        command_id: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        details: Mapping[str, Any],
+    ) -> Any:
+        with inbox.guard(
+            session,
+            consumer=self._consumer(),
+            command_id=command_id,
+            payload=payload_of(args, kwargs),
+            exclude=tuple(self.inbox_exclude),
+            sent_at=_sent_at(self.request, self.name),
+            details=details,
+        ) as entry:
+            if entry.duplicate:
+                logger.info("task %s: command %s already processed; skipped", self.name, command_id)
+                return entry.result
+            entry.result = self.run(*args, **kwargs)
+            return entry.result
+
+    def _retry_later(
+        self,
+        exc: Exception,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        details: Mapping[str, Any],
+    ) -> None:
+        retries = self.request.retries
+        if self.max_retries is not None and retries >= self.max_retries:
+            self._quarantine_exhausted(args, kwargs, details)
+            msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
+            raise Reject(msg, requeue=False) from exc
+        cap = max(float(self.retry_backoff_max), self.inbox_retry_base)
+        countdown = random.uniform(0, min(cap, self.inbox_retry_base * 2**retries))  # noqa: S311
+        logger.warning(
+            "task %s: %s; retrying in %.1fs (retry %d)", self.name, exc, countdown, retries + 1
+        )
+        raise self.retry(exc=Exception(_reason(exc)), countdown=countdown)
+
+    def _quarantine_exhausted(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], details: Mapping[str, Any]
+    ) -> None:
+        inbox, _ = self._require_setup()
+        try:
+            inbox.quarantine_delivery(
+                consumer=self._consumer(),
+                command_id=self._command_id(args, kwargs),
+                payload=payload_of(args, kwargs),
+                reason=QuarantineReason.RETRIES_EXHAUSTED,
+                exclude=tuple(self.inbox_exclude),
+                details=details,
+            )
+        except Exception:
+            logger.exception("task %s: retries exhausted; could not quarantine", self.name)
+
+    # -- configuration -----------------------------------------------------------------
+
+    def _require_setup(self) -> tuple[Inbox, Callable[[], Any]]:
+        factory = _option(self, "inbox_session_factory")
+        if self.inbox is None or factory is None:
+            msg = (
+                f"task {self.name!r} uses InboxTask without inbox= and inbox_session_factory=;"
+                " pass them as task options or use inboxguard.adapters.celery.inbox_task"
+            )
+            raise ConfigurationError(msg)
+        return self.inbox, factory
+
+    def _consumer(self) -> str:
+        return self.inbox_consumer or str(self.name)
+
+    def _command_id(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        getter = self._inbox_getter
+        if getter is None:
+            spec = _option(self, "inbox_command_id")
+            if spec is None:
+                msg = f"task {self.name!r} uses InboxTask without inbox_command_id="
+                raise ConfigurationError(msg)
+            # Autoretry replaces ``run`` with a wrapper; the user's function is _orig_run.
+            fn: Callable[..., Any] = getattr(self, "_orig_run", None) or self.run
+            getter = command_id_getter(spec, fn)
+            self._inbox_getter = getter
+        return getter(args, kwargs)
+
+
+def inbox_task(
+    inbox: Inbox,
+    *,
+    session_factory: Callable[[], Any],
+    command_id: CommandIdSpec,
+    consumer: str | None = None,
+    exclude: Iterable[str] = (),
+    **celery_options: Any,
+) -> Callable[[Callable[..., Any]], Any]:
+    """Return a ``shared_task`` decorator whose task runs once per command.
+
+    ``command_id`` is a callable over the task's arguments or the name of one;
+    the body reaches its session with ``inboxguard.current_session()``.
+    ``consumer`` defaults to the task name: set it, so that renaming the task
+    does not reopen commands it already processed. Other keyword arguments
+    are Celery task options; ``acks_late=True`` and
+    ``reject_on_worker_lost=True`` are the defaults. A ``base`` of your own is
+    combined with :class:`InboxTask`.
+
+    Raises:
+        ConfigurationError: ``inbox`` is not an Inbox, ``session_factory`` is
+            not callable, or ``command_id`` names no argument of the task.
+    """
+    if not isinstance(inbox, Inbox):
+        msg = f"inbox must be an inboxguard.Inbox, got {type(inbox).__name__}"
+        raise ConfigurationError(msg)
+    if not callable(session_factory):
+        msg = "session_factory must be a callable returning a sqlalchemy Session"
+        raise ConfigurationError(msg)
+    base = celery_options.pop("base", None)
+    if base is not None and not issubclass(base, InboxTask):
+        base = type(f"Inbox{base.__name__}", (InboxTask, base), {})
+    options: dict[str, Any] = {
+        "base": base or InboxTask,
+        "inbox": inbox,
+        "inbox_session_factory": session_factory,
+        "inbox_command_id": command_id,
+        "inbox_consumer": consumer,
+        "inbox_exclude": tuple(exclude),
+        **celery_options,
+    }
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        command_id_getter(command_id, fn, skip=1 if options.get("bind") else 0)
+        return shared_task(**options)(fn)
+
+    return decorate
+
+
+def _reason(exc: BaseException) -> str:
+    # The prefork pool pickles Reject/Retry back to the parent process;
+    # inboxguard's errors take keyword-only arguments and do not unpickle, so
+    # the framework gets their text.
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _option(task: InboxTask, name: str) -> Any:
+    """A task option as given: a function stored on the class must not become a method."""
+    value = inspect.getattr_static(task, name, None)
+    return value.__func__ if isinstance(value, staticmethod) else value
+
+
+def _sent_at(request: Any, task_name: str) -> dt.datetime | None:
+    raw = (getattr(request, "headers", None) or {}).get(SENT_AT_HEADER)
+    if raw is None:
+        raw = getattr(request, SENT_AT_HEADER, None)
+    if raw is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(str(raw))
+    except ValueError:
+        value = None
+    if value is None or value.utcoffset() is None:
+        logger.warning(
+            "task %s: header %s=%r is not an aware ISO-8601 time; message age not checked",
+            task_name,
+            SENT_AT_HEADER,
+            raw,
+        )
+        return None
+    return value
+
+
+def _details(
+    name: str, request: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What an operator needs to inspect and replay the message."""
+    return {
+        "task": name,
+        "task_id": getattr(request, "id", None),
+        "args": list(args),
+        "kwargs": dict(kwargs),
+        "headers": dict(getattr(request, "headers", None) or {}),
+        "delivery_info": dict(getattr(request, "delivery_info", None) or {}),
+        "retries": getattr(request, "retries", 0),
+    }

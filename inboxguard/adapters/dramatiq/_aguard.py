@@ -1,0 +1,103 @@
+"""The guarded ``async def`` actor: the async twin of ``GuardedFn``.
+
+Dramatiq runs an async actor by wrapping its coroutine function with
+``dramatiq.asyncio.async_to_sync``: the worker thread submits the coroutine to
+the event loop thread of the ``AsyncIO`` middleware and waits for it. The
+middleware gives Dramatiq a coroutine function of the same shape: begin,
+claim with :meth:`Inbox.guard_async`, await the body, store its result,
+commit. Every decision on a failure is :class:`GuardCore`'s, shared with the
+synchronous wrapper; only the I/O is awaited.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from dramatiq.broker import MessageProxy
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from inboxguard.adapters.dramatiq._guard import GuardCore, log_unwritten
+
+__all__ = ["AsyncGuard", "AsyncSessionFactory", "async_guarded"]
+
+#: Opens a new AsyncSession (or AsyncConnection) per message.
+AsyncSessionFactory = Callable[[], AsyncSession | AsyncConnection]
+AsyncFn = Callable[..., Coroutine[Any, Any, Any]]
+
+
+class AsyncGuard(GuardCore):
+    """Runs one call of an async actor inside the inbox guard."""
+
+    def __init__(
+        self, fn: AsyncFn, *, async_session_factory: AsyncSessionFactory, **config: Any
+    ) -> None:
+        super().__init__(**config)
+        self.fn = fn
+        self.session_factory = async_session_factory
+
+    async def call(self, *args: Any, **kwargs: Any) -> Any:
+        """One attempt; the same outcome mapping as ``GuardedFn.__call__``."""
+        message = self.message()
+        try:
+            return await self._run(message, args, kwargs)
+        except Exception as error:
+            retry = self.on_failure(error, message)
+            if retry is None:
+                raise
+            delivery = self.exhausted(error, retry, message, args, kwargs)
+            if delivery is not None:
+                await self._quarantine_exhausted(delivery)
+            raise retry from error
+
+    async def _run(
+        self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        given = self.inputs(message, args, kwargs)
+        async with (
+            self.session_factory() as session,
+            session.begin(),
+            self.inbox.guard_async(
+                session,
+                consumer=self.consumer,
+                command_id=given.command_id,
+                payload=given.payload,
+                exclude=self.exclude,
+                sent_at=given.sent_at,
+                details=given.details,
+            ) as entry,
+        ):
+            if entry.duplicate:
+                return entry.result
+            entry.result = result = await self.fn(*args, **kwargs)
+        return result
+
+    async def _quarantine_exhausted(self, delivery: dict[str, Any]) -> None:
+        """Write the record on a connection of its own; a failure is logged
+        and changes nothing (Retries dead-letters the message regardless)."""
+        try:
+            engine = await self._engine()
+            await self.inbox.quarantine_delivery_async(engine, **delivery)
+        except Exception:
+            log_unwritten(self.actor_name)
+
+    async def _engine(self) -> AsyncEngine:
+        async with self.session_factory() as session:
+            if isinstance(session, AsyncSession):
+                return (await session.connection()).engine
+            return session.engine
+
+
+def async_guarded(guard: AsyncGuard) -> AsyncFn:
+    """The coroutine function Dramatiq runs on its event loop thread.
+
+    It carries the original function's name and ``__wrapped__``, so the actor
+    stays recognisably async (``inspect.iscoroutinefunction``).
+    """
+
+    @functools.wraps(guard.fn)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        return await guard.call(*args, **kwargs)
+
+    return guarded

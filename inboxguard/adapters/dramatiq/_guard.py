@@ -1,0 +1,292 @@
+"""The guarded actor function: one transaction around claim, body and result.
+
+The middleware replaces a guarded actor's ``fn`` with a :class:`GuardedFn`
+(or, for an ``async def`` actor, the coroutine function of
+``_dramatiq_aguard``), so the transaction lives inside the actor call itself.
+Nothing on this path depends on a middleware hook whose failure Dramatiq
+would log and swallow: every outcome is the actor's return value or the
+exception it raises. :class:`GuardCore` holds what both flavours share: the
+inputs of the guard and the mapping of a failure to what Dramatiq must do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import random
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from dramatiq import Broker, Retry
+from dramatiq.broker import MessageProxy
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from inboxguard._core.extract import Getter, payload_of
+from inboxguard.adapters.dramatiq._windows import retries_of
+from inboxguard.errors import (
+    CommandRejectedError,
+    InvalidCommandError,
+    PayloadEncodingError,
+)
+from inboxguard.inbox import Inbox
+from inboxguard.inbox._records import QuarantineReason
+from inboxguard.sql.errors import is_retryable
+
+__all__ = [
+    "NEVER_RETRIED",
+    "GuardCore",
+    "GuardedFn",
+    "Inputs",
+    "SessionFactory",
+    "current_message",
+    "log_unwritten",
+]
+
+logger = logging.getLogger("inboxguard.dramatiq")
+#: Opens a new Session (or Connection) for one message.
+SessionFactory = Callable[[], Session | Connection]
+#: Errors a redelivery cannot cure: the message is dead-lettered at once.
+NEVER_RETRIED: tuple[type[Exception], ...] = (
+    CommandRejectedError,
+    InvalidCommandError,
+    PayloadEncodingError,
+)
+#: The message the current worker thread is processing (set by the middleware).
+current_message: ContextVar[MessageProxy | None] = ContextVar(
+    "inboxguard_dramatiq_message", default=None
+)
+
+
+class Inputs:
+    """What the guard is called with for one attempt."""
+
+    __slots__ = ("command_id", "details", "payload", "sent_at")
+
+    def __init__(
+        self, command_id: str, payload: object, sent_at: dt.datetime | None, details: dict[str, Any]
+    ) -> None:
+        self.command_id = command_id
+        self.payload = payload
+        self.sent_at = sent_at
+        self.details = details
+
+
+class GuardCore:
+    """The configuration of one guarded actor and the decisions shared by its
+    sync and async wrappers: what the guard is called with, and what Dramatiq
+    must do with a failed attempt."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox,
+        broker: Broker,
+        actor_name: str,
+        consumer: str,
+        get_id: Getter,
+        exclude: tuple[str, ...],
+        busy_delay: dt.timedelta,
+    ) -> None:
+        self.inbox = inbox
+        self.broker = broker
+        self.actor_name = actor_name
+        self.consumer = consumer
+        self.get_id = get_id
+        self.exclude = exclude
+        self.busy_delay_ms = max(1, int(busy_delay.total_seconds() * 1000))
+
+    def message(self) -> MessageProxy | None:
+        """The message being processed, or None for a direct call."""
+        message = current_message.get()
+        if message is not None and message.actor_name != self.actor_name:
+            return None  # a direct call from inside another actor's body
+        return message
+
+    def inputs(
+        self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Inputs:
+        """The guard's arguments for this call (raises InvalidCommandError)."""
+        return Inputs(
+            self.get_id(args, kwargs),
+            payload_of(args, kwargs),
+            message.message_datetime if message is not None else None,
+            self.details(message, args, kwargs),
+        )
+
+    def details(
+        self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """What a quarantine record keeps about the delivery."""
+        details: dict[str, Any] = {
+            "framework": "dramatiq",
+            "actor": self.actor_name,
+            "args": list(args),
+            "kwargs": dict(kwargs),
+        }
+        if message is not None:
+            details["message_id"] = message.message_id
+            details["queue"] = message.queue_name
+            details["message_timestamp"] = message.message_timestamp
+            details["options"] = {k: v for k, v in message.options.items() if k != "traceback"}
+        return details
+
+    # -- failures ---------------------------------------------------------------------------
+
+    def on_failure(self, error: Exception, message: MessageProxy | None) -> Retry | None:
+        """Map a failed attempt to what Dramatiq must do.
+
+        A refusal (mismatch, beyond retention, bad command) is re-raised and
+        listed in ``throws``, so Retries dead-letters it at once; a busy claim
+        or a transient database error becomes a ``Retry`` with a delay; any
+        other error is re-raised for Dramatiq's usual retry policy.
+
+        Returns:
+            The ``Retry`` to raise from ``error``, or None to re-raise ``error``.
+        """
+        if isinstance(error, NEVER_RETRIED):
+            _throw_on_message(message)
+            return None
+        if is_retryable(error):
+            return Retry(str(error), delay=self._delay())
+        return None
+
+    def exhausted(
+        self,
+        error: Exception,
+        retry: Retry,
+        message: MessageProxy | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """The quarantine record's delivery when ``retry`` is the last one.
+
+        Retries dead-letters the message when it sees ``retry``; the caller
+        writes the record first, with these keyword arguments of
+        :meth:`Inbox.quarantine_delivery` (a write failure is logged, the
+        message is dead-lettered regardless). None when Retries will retry again.
+        """
+        if message is None or not self._last_attempt(message, retry):
+            return None
+        try:
+            details = {**self.details(message, args, kwargs), "last_error": repr(error)}
+            delivery: dict[str, Any] = {
+                "consumer": self.consumer,
+                "command_id": self.get_id(args, kwargs),
+                "payload": payload_of(args, kwargs),
+                "reason": QuarantineReason.RETRIES_EXHAUSTED,
+                "exclude": self.exclude,
+                "details": details,
+            }
+        except Exception:
+            log_unwritten(self.actor_name)
+            return None
+        logger.error(
+            "actor %s: giving up on message %s after its last retry: %r",
+            self.actor_name,
+            message.message_id,
+            error,
+        )
+        return delivery
+
+    def _last_attempt(self, message: MessageProxy, retry: Retry) -> bool:
+        """Whether Retries will dead-letter ``retry`` instead of retrying it
+        (the same reading of the options as ``Retries.after_process_message``)."""
+        try:
+            retries = retries_of(self.broker)
+            actor_options = self.broker.get_actor(message.actor_name).options
+        except Exception:
+            return False
+        done = int(message.options.get("retries", 0))
+        retry_when = actor_options.get("retry_when", retries.retry_when)
+        if retry_when is not None:
+            return not retry_when(done, retry)
+        max_retries = message.options.get(
+            "max_retries", actor_options.get("max_retries", retries.max_retries)
+        )
+        return max_retries is not None and done >= max_retries
+
+    def _delay(self) -> int:
+        return int(self.busy_delay_ms * random.uniform(1.0, 1.5))  # noqa: S311 - jitter
+
+
+class GuardedFn(GuardCore):
+    """A synchronous actor function wrapped in the inbox guard.
+
+    Begin, claim, run the body, store its result, commit; then return the
+    result (or, for a duplicate, the stored one). A command the inbox refuses
+    raises an error listed in the actor's ``throws``; a busy claim or a
+    transient database error raises ``dramatiq.Retry``, and on its last
+    retry the command is quarantined as ``retries_exhausted`` first.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], *, session_factory: SessionFactory, **config: Any
+    ) -> None:
+        super().__init__(**config)
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.session_factory = session_factory
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        message = self.message()
+        try:
+            return self._run(message, args, kwargs)
+        except Exception as error:
+            retry = self.on_failure(error, message)
+            if retry is None:
+                raise
+            delivery = self.exhausted(error, retry, message, args, kwargs)
+            if delivery is not None:
+                try:
+                    self.inbox.quarantine_delivery(**delivery)
+                except Exception:  # the message is dead-lettered regardless
+                    log_unwritten(self.actor_name)
+            raise retry from error
+
+    def _run(
+        self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        given = self.inputs(message, args, kwargs)
+        with (
+            self.session_factory() as session,
+            session.begin(),
+            self.inbox.guard(
+                session,
+                consumer=self.consumer,
+                command_id=given.command_id,
+                payload=given.payload,
+                exclude=self.exclude,
+                sent_at=given.sent_at,
+                details=given.details,
+            ) as entry,
+        ):
+            if entry.duplicate:
+                return entry.result
+            entry.result = result = self.fn(*args, **kwargs)
+        return result
+
+
+def log_unwritten(actor_name: str) -> None:
+    """Log a ``retries_exhausted`` record that could not be written."""
+    logger.exception(
+        "actor %s: retries exhausted; the quarantine record was not written", actor_name
+    )
+
+
+def _throw_on_message(message: MessageProxy | None) -> None:
+    """Make sure Retries dead-letters a refused message.
+
+    An actor's ``throws`` already lists :data:`NEVER_RETRIED`, but a
+    ``throws`` in the message's own options replaces the actor's, so extend
+    that one too.
+    """
+    if message is None:
+        return
+    throws = message.options.get("throws")
+    if throws is None:
+        return
+    current = throws if isinstance(throws, tuple) else (throws,)
+    message.options["throws"] = (*current, *NEVER_RETRIED)

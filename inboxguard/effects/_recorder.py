@@ -1,0 +1,123 @@
+"""Recording outcomes: every write after the insert is fenced, and explained.
+
+The recorder maps a definite outcome to the state machine's target (from
+``prepared``: ``confirmed`` or ``rejected``; from ``unknown``: ``reconciled``),
+checks the transition, writes it conditioned on this worker's fencing token,
+and turns a lost race into :class:`~inboxguard.StaleLeaseError`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from inboxguard.effects._records import EffectRecord
+from inboxguard.effects._store import Event, Held, Store, receipt_columns
+from inboxguard.effects.provider import Provider, Receipt
+from inboxguard.effects.state import EffectState, check_transition
+from inboxguard.errors import ConfigurationError, EffectOutcomeUnknownError, StaleLeaseError
+
+__all__ = ["Recorder"]
+
+logger = logging.getLogger("inboxguard.effects")
+
+
+class Recorder:
+    """Fenced writes of one ledger, with its clock and actor."""
+
+    def __init__(
+        self, store: Store, now: Callable[[], dt.datetime], actor: Callable[[], str]
+    ) -> None:
+        self.store = store
+        self.now = now
+        self.actor = actor
+
+    def take_over(
+        self, record: EffectRecord, owner: str, lease: dt.timedelta, note: str | None
+    ) -> Held | None:
+        """Acquire an effect's lease with a new fencing token (None: lost the race)."""
+        now = self.now()
+        return self.store.take_over(record, owner, now + lease, self.event("takeover", now, note))
+
+    def lookup(self, held: Held, provider: Provider) -> Receipt | None:
+        """Ask the provider; a failed or malformed lookup leaves the effect unknown."""
+        try:
+            found = provider.lookup(held.key)
+        except Exception as error:
+            self.to_unknown(held, "lookup", error)
+            msg = f"effect {held.key!r}: the provider lookup failed ({error!r}); retry later"
+            raise EffectOutcomeUnknownError(msg, effect_key=held.key, state="unknown") from error
+        if found is not None and not isinstance(found, Receipt):
+            bad = ConfigurationError(
+                f"{type(provider).__name__}.lookup returned {found!r}; it must return a"
+                " Receipt or None"
+            )
+            self.to_unknown(held, "lookup", bad)
+            raise bad
+        return found
+
+    def finish(
+        self,
+        held: Held,
+        *,
+        applied: bool,
+        receipt: Receipt | None = None,
+        error: BaseException | None = None,
+        note: str | None = None,
+    ) -> Held:
+        """Record a definite outcome: confirmed/rejected from prepared, reconciled
+        from unknown."""
+        if held.state is EffectState.PREPARED:
+            target = EffectState.CONFIRMED if applied else EffectState.REJECTED
+        else:
+            target = EffectState.RECONCILED
+        values: dict[str, Any] = {"applied": applied, "lease_owner": None, "lease_expires_at": None}
+        values.update(receipt_columns(receipt, "receipt"))
+        if error is not None:
+            values["last_error"] = f"{type(error).__name__}: {error}"
+        name = {
+            EffectState.CONFIRMED: "confirm",
+            EffectState.REJECTED: "reject",
+            EffectState.RECONCILED: "reconcile",
+        }[target]
+        return self.write(held, target, values, self.event(name, self.now(), note))
+
+    def to_unknown(
+        self,
+        held: Held,
+        step: str,
+        error: BaseException | None,
+        *,
+        note: str | None = None,
+    ) -> Held:
+        """Record an ambiguous outcome (``prepared -> unknown``) and release the lease."""
+        values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
+        if error is not None:
+            values["last_error"] = f"{step}: {type(error).__name__}: {error}"
+        target = EffectState.UNKNOWN
+        name = "unknown" if held.state is EffectState.PREPARED else "release"
+        text = note or (values.get("last_error") if error is not None else None)
+        logger.warning("effect %s: outcome unknown after %s (%s)", held.key, step, text)
+        return self.write(held, target, values, self.event(name, self.now(), text))
+
+    def write(self, held: Held, target: EffectState, values: dict[str, Any], event: Event) -> Held:
+        """Write a checked transition fenced by ``held``; StaleLeaseError if fenced out."""
+        if target is not held.state:
+            check_transition(held.state, target, effect_key=held.key)
+        written = self.store.fenced_update(held, target, values, event)
+        if written is not None:
+            return written
+        current = self.store.read(held.key)
+        token = None if current is None else current.fencing_token
+        msg = (
+            f"effect {held.key!r}: this worker's lease (fencing token {held.token}) was taken"
+            f" over (current token {token}); its {event.name} was not recorded; the current"
+            " holder decides the outcome; deliver the task again to get it"
+        )
+        raise StaleLeaseError(msg, effect_key=held.key, token=held.token, current_token=token)
+
+    def event(self, name: str, at: dt.datetime, note: str | None = None) -> Event:
+        """A history entry by this ledger's actor."""
+        return Event(name, self.actor(), at, note)

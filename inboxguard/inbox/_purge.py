@@ -1,0 +1,217 @@
+"""Safe purge: expired evidence goes, in short batches that never wait on a
+worker's claim.
+
+A purge runs three steps, each in batches of at most ``batch_size`` rows, each
+batch its own short transaction on the purge's own connection:
+
+1. delete evidence rows whose ``expires_at`` has passed;
+2. compact: null the stored ``result`` of rows past their ``result_expires_at``
+   (the evidence row itself stays until ``expires_at``);
+3. delete *resolved* quarantine records last seen longer ago than the
+   horizon. Open quarantine records are never touched.
+
+Where the database allows it (PostgreSQL, MariaDB/MySQL) only one purger runs
+at a time; another returns at once with ``PurgeReport.acquired`` false.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+
+from inboxguard.errors import ConfigurationError
+from inboxguard.sql.errors import is_busy
+from inboxguard.sql.purge import PurgeSql, purge_sql_for
+from inboxguard.sql.schema import InboxTables
+
+__all__ = ["PurgePlan", "PurgeReport"]
+
+#: How often one batch is retried after a lock timeout or deadlock before giving up.
+BUSY_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What one :meth:`inboxguard.Inbox.purge` did.
+
+    ``acquired`` is false when another purger held the lock (nothing was
+    done); ``complete`` is false when ``max_batches`` stopped the purge before
+    every expired row was gone. ``oldest_remaining_expiry`` is the earliest
+    ``expires_at`` left in the inbox (None when it is empty). ``retries``
+    counts batches retried after a lock timeout or deadlock; ``now`` is the
+    instant the purge measured expiry against.
+    """
+
+    deleted: int = 0
+    results_dropped: int = 0
+    quarantine_deleted: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    oldest_remaining_expiry: dt.datetime | None = None
+    acquired: bool = True
+    complete: bool = True
+    retries: int = 0
+    now: dt.datetime | None = field(default=None, repr=False)
+
+    def summary(self) -> str:
+        """One line a person can read."""
+        if not self.acquired:
+            return "another purger holds the lock; nothing done"
+        oldest = (
+            self.oldest_remaining_expiry.isoformat() if self.oldest_remaining_expiry else "none"
+        )
+        state = "complete" if self.complete else "stopped at max_batches"
+        rate = self.deleted / self.seconds if self.seconds else 0.0
+        return (
+            f"deleted {self.deleted} expired rows, dropped {self.results_dropped} results,"
+            f" deleted {self.quarantine_deleted} resolved quarantine records in"
+            f" {self.batches} batches, {self.seconds:.2f}s ({rate:,.0f} rows/s); {state};"
+            f" oldest remaining expiry: {oldest}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PurgePlan:
+    """What a purge at ``now`` would do (``--dry-run``)."""
+
+    expired: int
+    results_due: int
+    quarantine_due: int
+    oldest_expiry: dt.datetime | None
+
+
+Progress = Callable[[PurgeReport], None]
+
+
+def plan_purge(
+    engine: Engine, tables: InboxTables, now: dt.datetime, quarantine_before: dt.datetime | None
+) -> PurgePlan:
+    """Count what a purge would delete or compact, changing nothing."""
+    sql = purge_sql_for(engine.dialect.name, tables)
+    with engine.connect() as conn:
+        expired, due, quarantine = sql.count(conn, now, quarantine_before)
+        oldest = sql.oldest_expiry(conn)
+    return PurgePlan(expired, due, quarantine, oldest)
+
+
+def run_purge(
+    engine: Engine,
+    tables: InboxTables,
+    *,
+    now: dt.datetime,
+    quarantine_before: dt.datetime | None,
+    batch_size: int = 1000,
+    max_batches: int | None = None,
+    progress: Progress | None = None,
+) -> PurgeReport:
+    """Purge ``tables`` as of ``now``; see the module docstring.
+
+    Raises:
+        ConfigurationError: ``batch_size`` or ``max_batches`` is not a
+            positive int, or ``now`` is not timezone-aware.
+    """
+    _validate(now, batch_size, max_batches)
+    sql = purge_sql_for(engine.dialect.name, tables)
+    started = time.perf_counter()
+    with engine.connect() as conn:
+        if sql.isolation_level is not None:
+            conn.execution_options(isolation_level=sql.isolation_level)
+        acquired = sql.try_lock(conn)
+        conn.commit()
+        if not acquired:
+            return PurgeReport(acquired=False, complete=False, now=now)
+        try:
+            run = _Run(conn, sql, now, batch_size, max_batches, progress)
+            report = run.all_steps(quarantine_before)
+        finally:
+            sql.unlock(conn)
+            conn.commit()
+    return replace(report, seconds=time.perf_counter() - started)
+
+
+class _Run:
+    """One purge's state: its connection, counters and batch budget."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        sql: PurgeSql,
+        now: dt.datetime,
+        batch_size: int,
+        max_batches: int | None,
+        progress: Progress | None,
+    ) -> None:
+        self.conn, self.sql, self.now, self.n = conn, sql, now, batch_size
+        self.max_batches, self.progress = max_batches, progress
+        self.report = PurgeReport(now=now)
+        self.started = time.perf_counter()
+
+    def all_steps(self, quarantine_before: dt.datetime | None) -> PurgeReport:
+        while self._room() and self._batch("deleted", self.sql.delete_expired, self.now):
+            pass
+        after: list[dt.datetime | None] = [None]
+
+        def drop(conn: Connection, now: dt.datetime, n: int) -> int:
+            count, after[0] = self.sql.drop_results(conn, now, n, after[0])
+            return count
+
+        while self._room() and self._batch("results_dropped", drop, self.now):
+            pass
+        if quarantine_before is not None:
+            step = self.sql.delete_resolved_quarantine
+            while self._room() and self._batch("quarantine_deleted", step, quarantine_before):
+                pass
+        oldest = self.sql.oldest_expiry(self.conn)
+        self.conn.commit()
+        return replace(self.report, oldest_remaining_expiry=oldest)
+
+    def _room(self) -> bool:
+        if self.max_batches is not None and self.report.batches >= self.max_batches:
+            self.report = replace(self.report, complete=False)
+            return False
+        return True
+
+    def _batch(
+        self, counter: str, step: Callable[[Connection, dt.datetime, int], int], at: dt.datetime
+    ) -> bool:
+        """Run one batch in its own transaction; True when it was full (more may remain)."""
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                with self.conn.begin():
+                    count = step(self.conn, at, self.n)
+                break
+            except DBAPIError as error:
+                if not is_busy(error) or attempt == BUSY_RETRIES:
+                    raise
+                self.report = replace(self.report, retries=self.report.retries + 1)
+                time.sleep(0.05 * (attempt + 1))
+        done = getattr(self.report, counter) + count
+        self.report = replace(
+            self.report,
+            batches=self.report.batches + 1,
+            seconds=time.perf_counter() - self.started,
+            **{counter: done},
+        )
+        if self.progress is not None:
+            self.progress(self.report)
+        return count >= self.n
+
+
+def _validate(now: dt.datetime, batch_size: int, max_batches: int | None) -> None:
+    if not isinstance(now, dt.datetime) or now.utcoffset() is None:
+        msg = f"purge(now=...) must be a timezone-aware datetime, got {now!r}"
+        raise ConfigurationError(msg)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        msg = f"purge(batch_size=...) must be a positive int, got {batch_size!r}; e.g. 1000"
+        raise ConfigurationError(msg)
+    if max_batches is not None and (
+        isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1
+    ):
+        msg = f"purge(max_batches=...) must be a positive int or None, got {max_batches!r}"
+        raise ConfigurationError(msg)

@@ -1,0 +1,122 @@
+"""Quarantine records: written in their own short transaction, read for operators."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Executable, select, update
+from sqlalchemy.engine import Engine
+
+from inboxguard.inbox._records import QuarantineRecord
+from inboxguard.sql.schema import InboxTables
+
+__all__ = [
+    "encode_details",
+    "log_write_failure",
+    "quarantine_values",
+    "read_quarantine",
+    "write_quarantine",
+]
+
+logger = logging.getLogger("inboxguard")
+
+
+def encode_details(details: Mapping[str, Any] | None) -> str | None:
+    """Encode what is known of a message; never fails (unknown types use repr)."""
+    if details is None:
+        return None
+    return json.dumps(details, default=repr, sort_keys=True, ensure_ascii=False)
+
+
+def quarantine_values(
+    *,
+    consumer: str,
+    command_id: str,
+    reason: str,
+    incoming_digest: str,
+    stored_digest: str | None,
+    now: dt.datetime,
+    details: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The parameters of a quarantine upsert."""
+    return {
+        "consumer": consumer,
+        "command_id": command_id,
+        "reason": reason,
+        "incoming_digest": incoming_digest,
+        "stored_digest": stored_digest,
+        "first_seen_at": now,
+        "last_seen_at": now,
+        "occurrences": 1,
+        "status": "open",
+        "details": encode_details(details),
+    }
+
+
+def write_quarantine(engine: Engine, stmt: Executable, values: Mapping[str, Any]) -> bool:
+    """Upsert a quarantine record in a transaction of its own.
+
+    Returns False (after logging the whole record at ERROR) when the write
+    fails, so that the refusal itself still happens: failing closed never
+    depends on the quarantine table being writable.
+    """
+    try:
+        with engine.begin() as conn:
+            conn.execute(stmt, dict(values))
+    except Exception:
+        log_write_failure(values)
+        return False
+    return True
+
+
+def log_write_failure(values: Mapping[str, Any]) -> None:
+    """Log, with the whole record, a quarantine write that failed (call in ``except``)."""
+    logger.exception(
+        "could not write the quarantine record for %s/%s (%s); the message is"
+        " refused anyway; record: %s",
+        values["consumer"],
+        values["command_id"],
+        values["reason"],
+        dict(values),
+    )
+
+
+def read_quarantine(
+    engine: Engine,
+    tables: InboxTables,
+    consumer: str | None,
+    status: str | None,
+    *,
+    record_id: int | None = None,
+    limit: int | None = None,
+) -> list[QuarantineRecord]:
+    """Return quarantine records, oldest first."""
+    q = tables.quarantine
+    stmt = select(q).order_by(q.c.id).limit(limit)
+    if consumer is not None:
+        stmt = stmt.where(q.c.consumer == consumer)
+    if status is not None:
+        stmt = stmt.where(q.c.status == status)
+    if record_id is not None:
+        stmt = stmt.where(q.c.id == record_id)
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).mappings().all()
+    return [
+        QuarantineRecord(
+            **{k: v for k, v in row.items() if k != "details"},
+            details=json.loads(row["details"]) if row["details"] else None,
+        )
+        for row in rows
+    ]
+
+
+def resolve_quarantine(engine: Engine, tables: InboxTables, record_id: int) -> bool:
+    """Mark one record resolved; return False when no open record has that id."""
+    q = tables.quarantine
+    stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
+    with engine.begin() as conn:
+        return bool(conn.execute(stmt).rowcount)

@@ -1,0 +1,1 @@
+"""The outbox's statements per database (being folded into ``sql.dialects``)."""

@@ -1,0 +1,87 @@
+"""SQLite (pysqlite, aiosqlite).
+
+Features:
+
+- claim: ``SELECT`` the stored row first, then ``INSERT ... ON CONFLICT DO
+  NOTHING`` when absent. Reading first keeps the caller's connection free of a
+  write lock when the command turns out to be a duplicate or a mismatch, so
+  the quarantine record can be written on another connection.
+- lock wait: SQLite locks the whole database. Before inserting, the guard sets
+  the connection's busy timeout to ``lock_timeout`` (``PRAGMA busy_timeout``,
+  in process, no round trip); the setting stays on the pooled connection. A
+  writer that waits longer fails with "database is locked", reported as
+  retryable.
+- one writer at a time: concurrent claims serialize on the database lock.
+- ``FOR UPDATE SKIP LOCKED``: no.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Executable, bindparam, text
+from sqlalchemy.dialects.sqlite import insert
+
+from inboxguard.sql.dialects.base import Claim, ClaimSteps, Dialect
+from inboxguard.sql.schema import InboxTables, UtcDateTime
+
+__all__ = ["SqliteDialect"]
+
+
+class SqliteDialect(Dialect):
+    """Inbox statements for SQLite."""
+
+    names = ("sqlite",)
+    duplicate_in_one_round_trip = True  # in-process: no network round trip at all
+    concurrent_writers = False
+
+    def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
+        super().__init__(tables, lock_timeout)
+        inbox = tables.inbox
+        self._busy_stmt = None
+        if lock_timeout is not None:
+            millis = int(lock_timeout.total_seconds() * 1000)
+            self._busy_stmt = text(f"PRAGMA busy_timeout = {millis}")
+        # SQL text so the compiled form is cached: SQLAlchemy 2.0 does not cache
+        # the dialect-specific insert() constructs (sqlalchemy/sqlalchemy#10445).
+        self._insert_stmt = text(
+            f"INSERT INTO {inbox.name}"
+            " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
+            " VALUES (:consumer, :command_id, :digest, :processed_at, :expires_at,"
+            " :result_expires_at) ON CONFLICT (consumer, command_id) DO NOTHING"
+        ).bindparams(
+            bindparam("processed_at", type_=UtcDateTime()),
+            bindparam("expires_at", type_=UtcDateTime()),
+            bindparam("result_expires_at", type_=UtcDateTime()),
+        )
+        q = tables.quarantine
+        upsert = insert(q)
+        self._quarantine_stmt = upsert.on_conflict_do_update(
+            index_elements=[q.c.consumer, q.c.command_id, q.c.reason, q.c.incoming_digest],
+            set_={
+                "occurrences": q.c.occurrences + 1,
+                "last_seen_at": upsert.excluded.last_seen_at,
+                "status": "open",
+                "details": upsert.excluded.details,
+            },
+        )
+
+    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+        """Read first; insert only when nothing is stored."""
+        row = (yield self.lookup_stmt, params).first()
+        if row is not None:
+            return self.existing(row)
+        if self._busy_stmt is not None:
+            yield self._busy_stmt, {}
+        if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
+            return Claim(True, params["digest"])
+        row = (yield self.lookup_stmt, params).first()
+        if row is None:  # pragma: no cover - inserted and deleted between statements
+            return (yield from self.claim(params))
+        return self.existing(row)
+
+    def upsert_quarantine(self) -> Executable:
+        """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
+        return self._quarantine_stmt

@@ -1,0 +1,267 @@
+"""Per-database statements of the purge: the single-purger lock and one batch
+of each step.
+
+Each batch picks at most ``n`` rows that meet the condition (expired, result
+past its TTL, resolved and old) and deletes (or compacts) exactly those,
+addressed physically (``ctid``, ``rowid``) or by full primary key. On
+PostgreSQL and SQLite the writing statement repeats the condition; on
+MariaDB/MySQL the picked rows are locked by the picking read until the batch
+commits, so they cannot change in between. Either way a row that does not meet
+the condition is never touched, whatever runs concurrently.
+
+=============================  ==========================  =====================  ========
+                               PostgreSQL                  MariaDB / MySQL        SQLite
+=============================  ==========================  =====================  ========
+one purger across instances    ``pg_try_advisory_lock``    ``GET_LOCK(name, 0)``  no
+rows a worker holds            skipped (``SKIP LOCKED``)   skipped (``SKIP        n/a (one
+                                                           LOCKED``)              writer)
+gap locks blocking inserts     none                        none (batches run at   n/a
+                                                           READ COMMITTED)
+statements per batch           1 (``DELETE ... WHERE       1 locking ``SELECT``,  1 (by
+                               ctid = ANY(ARRAY(SELECT     then one write by      rowid)
+                               ctid ... SKIP LOCKED))``)   key per row
+=============================  ==========================  =====================  ========
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    Connection,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.sql import ColumnElement, Select
+
+from inboxguard.sql.schema import InboxTables
+
+__all__ = ["PurgeSql", "purge_sql_for"]
+
+#: Quarantine records purge may delete; open ones are never touched.
+RESOLVED = "resolved"
+
+
+class PurgeSql:
+    """The purge's statements for SQLite: rows addressed by ``rowid``."""
+
+    #: Only one purger runs at a time across processes and hosts.
+    single_purger: ClassVar[bool] = False
+    #: Rows locked by a worker are skipped instead of waited for.
+    skips_locked_rows: ClassVar[bool] = False
+    #: Isolation level each batch runs at (None: the engine's default).
+    isolation_level: ClassVar[str | None] = None
+    #: The column that addresses a row physically.
+    address: ClassVar[str] = "rowid"
+
+    def __init__(self, tables: InboxTables) -> None:
+        self.tables = tables
+        self.lock_name = f"inboxguard:purge:{tables.inbox.name}"
+
+    # -- the single-purger lock: held on the purge's connection for its whole run ------
+
+    def try_lock(self, conn: Connection) -> bool:
+        """Take the purge lock without waiting; True when taken (always, here)."""
+        return True
+
+    def unlock(self, conn: Connection) -> None:
+        """Release the purge lock."""
+
+    # -- one batch of each step ----------------------------------------------------------
+
+    def delete_expired(self, conn: Connection, now: dt.datetime, n: int) -> int:
+        """Delete up to ``n`` evidence rows with ``expires_at <= now``."""
+        c = self.tables.inbox.c
+        expired = c.expires_at <= now
+        picked = self._pick(select(c.consumer, c.command_id).where(expired), c.expires_at, n)
+        return self._delete(conn, picked, [c.consumer, c.command_id], expired)
+
+    def drop_results(
+        self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
+    ) -> tuple[int, dt.datetime | None]:
+        """Null up to ``n`` results whose ``result_expires_at <= now``.
+
+        ``after`` resumes the scan where the previous batch ended. Returns the
+        count and the last ``result_expires_at`` seen.
+        """
+        inbox = self.tables.inbox
+        c = inbox.c
+        due = (c.result_expires_at <= now) & c.result.is_not(None)
+        if after is not None:
+            due = due & (c.result_expires_at >= after)
+        picked = self._pick(select(c.consumer, c.command_id).where(due), c.result_expires_at, n)
+        stmt = (
+            update(inbox)
+            .where(self._match(picked), due)
+            .values(result=None)
+            .returning(c.result_expires_at)
+        )
+        seen = list(conn.execute(stmt).scalars())
+        return len(seen), max(seen, default=after)
+
+    def delete_resolved_quarantine(self, conn: Connection, before: dt.datetime, n: int) -> int:
+        """Delete up to ``n`` resolved quarantine records last seen at or before ``before``."""
+        q = self.tables.quarantine.c
+        old = (q.status == RESOLVED) & (q.last_seen_at <= before)
+        picked = self._pick(select(q.id).where(old), q.id, n)
+        return self._delete(conn, picked, [q.id], old)
+
+    def oldest_expiry(self, conn: Connection) -> dt.datetime | None:
+        """The earliest ``expires_at`` still stored."""
+        value: dt.datetime | None = conn.execute(
+            select(func.min(self.tables.inbox.c.expires_at))
+        ).scalar()
+        if value is not None and value.tzinfo is None:  # MIN() loses the column type on some
+            value = value.replace(tzinfo=dt.UTC)
+        return value
+
+    def count(self, conn: Connection, now: dt.datetime, before: dt.datetime | None) -> list[int]:
+        """What a purge at ``now`` would do: expired rows, results to drop,
+        resolved quarantine records to delete."""
+        c = self.tables.inbox.c
+        q = self.tables.quarantine.c
+        expired = select(func.count()).where(c.expires_at <= now)
+        due = select(func.count()).where(
+            c.result_expires_at <= now, c.result.is_not(None), c.expires_at > now
+        )
+        counts = [conn.execute(s).scalar_one() for s in (expired, due)]
+        if before is None:
+            return [*counts, 0]
+        resolved = select(func.count()).where(q.status == RESOLVED, q.last_seen_at <= before)
+        return [*counts, conn.execute(resolved).scalar_one()]
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _pick(self, stmt: Select[Any], order: ColumnElement[Any], n: int) -> Select[Any]:
+        picked = stmt.order_by(order).limit(n)
+        if self.skips_locked_rows:
+            picked = picked.with_for_update(skip_locked=True)
+        return picked
+
+    def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
+        """The picked rows, by physical address: a lookup per row, never a scan."""
+        address: ColumnElement[Any] = literal_column(self.address)
+        return address.in_(picked.with_only_columns(address))
+
+    def _delete(
+        self,
+        conn: Connection,
+        picked: Select[Any],
+        key: list[Any],
+        condition: ColumnElement[bool],
+    ) -> int:
+        stmt = delete(key[0].table).where(self._match(picked), condition)
+        return int(conn.execute(stmt).rowcount)
+
+
+class PostgresqlPurgeSql(PurgeSql):
+    """PostgreSQL: an advisory lock, and ``SKIP LOCKED`` inside one statement."""
+
+    single_purger = True
+    skips_locked_rows = True
+    address = "ctid"
+
+    def __init__(self, tables: InboxTables) -> None:
+        super().__init__(tables)
+        digest = hashlib.sha256(self.lock_name.encode()).digest()
+        self.lock_key = int.from_bytes(digest[:8], "big", signed=True)
+
+    def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
+        """``ctid = ANY(ARRAY(SELECT ctid ... SKIP LOCKED))``: a TID scan of the
+        picked rows (a key ``IN (subquery)`` is planned as a hash join over the
+        whole table once most rows are expired)."""
+        ctid: ColumnElement[Any] = literal_column("ctid")
+        return ctid == func.any(func.array(picked.with_only_columns(ctid).scalar_subquery()))
+
+    def try_lock(self, conn: Connection) -> bool:
+        """``pg_try_advisory_lock``: session-level, returns at once."""
+        stmt = text("SELECT pg_try_advisory_lock(:key)")
+        return bool(conn.execute(stmt, {"key": self.lock_key}).scalar())
+
+    def unlock(self, conn: Connection) -> None:
+        """``pg_advisory_unlock``."""
+        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.lock_key})
+
+
+class MysqlPurgeSql(PurgeSql):
+    """MariaDB/MySQL: ``GET_LOCK``, and a ``SKIP LOCKED`` read of the keys, then
+    one write per picked row by its full primary key (MySQL cannot write a table
+    it reads in a subquery)."""
+
+    single_purger = True
+    skips_locked_rows = True
+    isolation_level = "READ COMMITTED"
+
+    #: ``GET_LOCK`` names are server-wide and at most 64 characters: the name
+    #: hashes the current database with the table, so inboxes with the same prefix
+    #: in two databases of one server do not exclude each other.
+    _LOCK = (
+        "CONCAT('inboxguard:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', :name), 256), 48))"
+    )
+
+    def try_lock(self, conn: Connection) -> bool:
+        """``GET_LOCK(name, 0)``: session-level, returns at once."""
+        stmt = text(f"SELECT GET_LOCK({self._LOCK}, 0)")
+        return conn.execute(stmt, {"name": self.lock_name}).scalar() == 1
+
+    def unlock(self, conn: Connection) -> None:
+        """``RELEASE_LOCK``."""
+        conn.execute(text(f"SELECT RELEASE_LOCK({self._LOCK})"), {"name": self.lock_name})
+
+    def drop_results(
+        self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
+    ) -> tuple[int, dt.datetime | None]:
+        """Null up to ``n`` results past their TTL: pick and lock, then write by key."""
+        c = self.tables.inbox.c
+        due = (c.result_expires_at <= now) & c.result.is_not(None)
+        if after is not None:
+            due = due & (c.result_expires_at >= after)
+        picked = self._pick(
+            select(c.consumer, c.command_id, c.result_expires_at).where(due), c.result_expires_at, n
+        )
+        rows = conn.execute(picked).all()
+        if rows:
+            stmt = update(self.tables.inbox).where(*_by_key([c.consumer, c.command_id]))
+            conn.execute(stmt.values(result=None), _key_params(row[:2] for row in rows))
+        return len(rows), max((r.result_expires_at for r in rows), default=after)
+
+    def _delete(
+        self,
+        conn: Connection,
+        picked: Select[Any],
+        key: list[Any],
+        condition: ColumnElement[bool],
+    ) -> int:
+        # The picked rows are locked by the read until the batch commits, so they
+        # still meet the condition. One full-key DELETE per row (sent as
+        # executemany): InnoDB may answer a multi-key IN, or a repeated condition,
+        # with a scan that waits on rows workers hold; a full key locks one row.
+        rows = conn.execute(picked).all()
+        if rows:
+            conn.execute(delete(key[0].table).where(*_by_key(key)), _key_params(rows))
+        return len(rows)
+
+
+def _by_key(key: list[Any]) -> list[ColumnElement[bool]]:
+    return [col == bindparam(f"k{i}") for i, col in enumerate(key)]
+
+
+def _key_params(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    return [{f"k{i}": value for i, value in enumerate(row)} for row in rows]
+
+
+def purge_sql_for(name: str, tables: InboxTables) -> PurgeSql:
+    """The purge statements for a SQLAlchemy dialect name."""
+    if name == "postgresql":
+        return PostgresqlPurgeSql(tables)
+    if name in {"mysql", "mariadb"}:
+        return MysqlPurgeSql(tables)
+    return PurgeSql(tables)

@@ -1,0 +1,102 @@
+"""L13: random sequences of failures never make a second charge (SQLite).
+
+Hypothesis draws a run of steps against one effect: attempts whose provider
+call succeeds, loses its answer, times out, drops the connection or kills the
+worker after charging; clock jumps shorter than a lease, past a lease, or past
+the provider's window; and reconcile passes. After every step: at most one
+charge exists, a settled-as-applied effect returns that charge's receipt, the
+history has one entry per version, and versions only grow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+
+from inboxguard import EffectLedger, EffectState, InboxGuardError
+from integrations.ledger.gateway import SandboxGateway
+from tests.conftest import FakeClock
+from tests.effects.conftest import LEASE, WINDOW
+
+ATTEMPTS = ["ok", "accept_then_timeout", "timeout", "connection_error", "kill"]
+JUMPS = {"short": LEASE / 3, "lease": LEASE, "window": WINDOW}
+STEPS = st.lists(
+    st.one_of(
+        st.sampled_from(ATTEMPTS).map(lambda b: ("attempt", b)),
+        st.sampled_from(sorted(JUMPS)).map(lambda j: ("advance", j)),
+        st.just(("reconcile", "")),
+    ),
+    min_size=1,
+    max_size=12,
+)
+_counter = itertools.count()
+
+
+class Killed(BaseException):
+    pass
+
+
+@pytest.fixture(scope="module")
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('prop')}/p.db")
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "no-lookup"])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(steps=STEPS)
+def test_l13_no_sequence_of_failures_charges_twice(
+    sqlite_engine: Engine, lookup: bool, steps: list[tuple[str, str]]
+) -> None:
+    clock = FakeClock()
+    prefix = f"p{next(_counter)}_"
+    ledger = EffectLedger(sqlite_engine, table_prefix=prefix, clock=clock)
+    ledger.create_schema()
+    gw = SandboxGateway(sqlite_engine, table_prefix=prefix, supports_lookup=lookup, clock=clock)
+    gw.create_schema()
+    key, payload = "invoice-1/charge", {"amount": 10}
+    last_version = 0
+    try:
+        for action, arg in steps:
+            if action == "advance":
+                clock.advance(JUMPS[arg])
+            elif action == "reconcile":
+                ledger.reconcile(gw, older_than=dt.timedelta(0), lease=LEASE)
+            else:
+                gw.script = ["ok" if arg == "kill" else arg]
+                gw.after_apply = _kill if arg == "kill" else None
+                try:
+                    ledger.execute(key, gw, payload, lease=LEASE)
+                except (InboxGuardError, Killed):
+                    pass
+                finally:
+                    gw.after_apply = None
+            record = ledger.get(key)
+            assert gw.charges() <= 1
+            if record is None:
+                continue
+            assert len(record.history) == record.version >= last_version
+            last_version = record.version
+            if record.state in {EffectState.CONFIRMED, EffectState.RECONCILED} and record.applied:
+                assert gw.charges() == 1
+                assert record.receipt is not None
+                assert record.receipt.reference == "ch_1"
+    finally:
+        gw.drop_schema()
+        ledger.drop_schema()
+
+
+def _kill(key: str) -> None:
+    raise Killed(key)
