@@ -10,7 +10,6 @@ watermarks).
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,8 +21,7 @@ from sqlalchemy.orm import Session
 from inboxguard._core.clock import Clock, utc_now
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.errors import ConfigurationError
-from inboxguard.inbox import _drive
+from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
 from inboxguard.inbox._handlers import async_handler, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
@@ -31,17 +29,15 @@ from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings
 from inboxguard.sql.schema import inbox_tables
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "Inbox"]
+__all__ = ["Inbox"]
 
 R = TypeVar("R")
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
-#: Default bound on waiting for another transaction's claim.
-DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=5)
 
 
 class Inbox:
@@ -76,7 +72,7 @@ class Inbox:
         lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
         clock: Clock | None = None,
     ) -> None:
-        _check_settings(engine, table_prefix, lock_timeout, clock)
+        check_settings(engine, table_prefix, lock_timeout, clock)
         self.engine = engine
         self.retention = RetentionPolicy.coerce(retention)
         self.table_prefix = table_prefix
@@ -165,7 +161,7 @@ class Inbox:
                 ``lock_timeout``, or the database reported a conflict.
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
-        with _drive.drive_sync(flow, session, self.engine) as entry:
+        with drive_sync(flow, session, self.engine) as entry:
             yield entry
 
     def guard_async(
@@ -189,7 +185,7 @@ class Inbox:
         the block.
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
-        return _drive.drive_async(flow, session)
+        return drive_async(flow, session)
 
     def handler(
         self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
@@ -239,7 +235,7 @@ class Inbox:
             PayloadEncodingError: the payload has no canonical encoding.
         """
         request = self._flows.quarantine(consumer, command_id, payload, reason, exclude, details)
-        return _drive.quarantine_sync(request, self.engine)
+        return quarantine_sync(request, self.engine)
 
     async def quarantine_delivery_async(
         self,
@@ -254,7 +250,7 @@ class Inbox:
     ) -> bool:
         """:meth:`quarantine_delivery` through an ``AsyncEngine`` on the same database."""
         request = self._flows.quarantine(consumer, command_id, payload, reason, exclude, details)
-        return await _drive.quarantine_async(request, engine)
+        return await quarantine_async(request, engine)
 
     def quarantined(
         self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
@@ -341,28 +337,3 @@ class Inbox:
         return self._upkeep.advance_watermark(
             session, consumer=consumer, key=key, position=position
         )
-
-
-def _check_settings(
-    engine: object, table_prefix: object, lock_timeout: object, clock: object
-) -> None:
-    if not isinstance(engine, Engine):
-        msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
-        if hasattr(engine, "sync_engine"):
-            msg += (
-                "; pass a sync Engine on the same database (it serves schema creation,"
-                " lookups and quarantine reads); guard_async() takes the AsyncSession"
-                " and writes through its own AsyncEngine"
-            )
-        raise ConfigurationError(msg)
-    if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
-        msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
-        raise ConfigurationError(msg)
-    if lock_timeout is not None and (
-        not isinstance(lock_timeout, dt.timedelta) or lock_timeout < dt.timedelta(0)
-    ):
-        msg = f"lock_timeout must be a non-negative timedelta or None, got {lock_timeout!r}"
-        raise ConfigurationError(msg)
-    if clock is not None and not callable(clock):
-        msg = f"clock must be a zero-argument callable, got {clock!r}"
-        raise ConfigurationError(msg)
