@@ -24,11 +24,15 @@ from typing import Any
 
 from sqlalchemy import create_engine
 
+from inboxguard import (
+    EffectLedger,
+    EffectRecord,
+    EffectState,
+    InboxGuardError,
+    Provider,
+    Receipt,
+)
 from inboxguard.cli._args import add_database
-from inboxguard.effects._ledger import EffectLedger
-from inboxguard.effects._records import EffectRecord
-from inboxguard.effects.provider import Provider, Receipt
-from inboxguard.errors import InboxGuardError
 
 __all__ = ["register"]
 
@@ -70,8 +74,6 @@ def register(subparsers: Any) -> None:
 
 
 def _states() -> list[enum.Enum]:
-    from inboxguard.effects.state import EffectState  # noqa: PLC0415
-
     return list(EffectState)
 
 

@@ -8,15 +8,14 @@ import sys
 import time
 from typing import Any, TextIO
 
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from inboxguard._core.clock import utc_now
+from inboxguard import ConfigurationError, PurgeReport
 from inboxguard.cli._args import positive_int
 from inboxguard.cli._duration import parse_duration
-from inboxguard.inbox._purge import PurgeReport, plan_purge, run_purge
-from inboxguard.sql.schema import inbox_tables
+from inboxguard.cli._inbox import missing_table, open_inbox
 
 __all__ = ["ProgressBar", "register"]
 
@@ -58,17 +57,18 @@ def _purge(args: argparse.Namespace) -> int:
 
 
 def _purge_with(engine: Engine, args: argparse.Namespace) -> int:
-    tables = inbox_tables(args.prefix)
-    if not inspect(engine).has_table(tables.inbox.name):
-        print(
-            f"inboxguard purge: no table {tables.inbox.name!r} at that URL;"
-            " check --prefix (or run create_schema() first)",
-            file=sys.stderr,
-        )
+    try:
+        inbox = open_inbox(engine, args.prefix)
+    except ConfigurationError as error:
+        print(f"inboxguard purge: --prefix: {error}", file=sys.stderr)
         return 2
-    now = utc_now()
+    missing = missing_table(inbox, inbox.tables.inbox)
+    if missing is not None:
+        print(f"inboxguard purge: {missing}", file=sys.stderr)
+        return 2
+    now = inbox.clock()
     before = now - args.resolved_older_than if args.resolved_older_than is not None else None
-    plan = plan_purge(engine, tables, now, before)
+    plan = inbox.purge_plan(now=now, resolved_before=before)
     if args.dry_run:
         print(
             f"dry run: {plan.expired} expired rows, {plan.results_due} results past their"
@@ -76,14 +76,12 @@ def _purge_with(engine: Engine, args: argparse.Namespace) -> int:
         )
         return 0
     bar = ProgressBar(plan.expired + plan.results_due + plan.quarantine_due, sys.stderr)
-    report = run_purge(
-        engine,
-        tables,
+    report = inbox.purge(
         now=now,
-        quarantine_before=before,
         batch_size=args.batch_size,
         max_batches=args.max_batches,
         progress=bar.update,
+        resolved_before=before,
     )
     bar.finish()
     print(report.summary())

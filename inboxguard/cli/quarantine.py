@@ -19,13 +19,12 @@ import json
 import sys
 from typing import Any
 
-from sqlalchemy import create_engine, inspect
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
+from inboxguard import ConfigurationError, Inbox
 from inboxguard.cli._args import add_database, positive_int
-from inboxguard.inbox._quarantine import read_quarantine, resolve_quarantine
-from inboxguard.sql.schema import InboxTables, inbox_tables
+from inboxguard.cli._inbox import missing_table, open_inbox
 
 __all__ = ["register"]
 
@@ -76,17 +75,17 @@ def _run(args: argparse.Namespace, action: Any) -> int:
         print(f"inboxguard quarantine: --db {args.db!r} is not usable: {error}", file=sys.stderr)
         return 2
     try:
-        tables = inbox_tables(args.prefix)
-        if not inspect(engine).has_table(tables.quarantine.name):
-            msg = (
-                f"no table {tables.quarantine.name!r} at that URL;"
-                " check --prefix (or run create_schema() first)"
-            )
-            raise _UsageError(msg)
-        status: int = action(engine, tables, args)
+        inbox = open_inbox(engine, args.prefix)
+        missing = missing_table(inbox, inbox.tables.quarantine)
+        if missing is not None:
+            raise _UsageError(missing)
+        status: int = action(inbox, args)
         return status
     except _UsageError as error:
         print(f"inboxguard quarantine: {error}", file=sys.stderr)
+        return 2
+    except ConfigurationError as error:
+        print(f"inboxguard quarantine: --prefix: {error}", file=sys.stderr)
         return 2
     except DBAPIError as error:
         print(f"inboxguard quarantine: the database refused: {error.orig}", file=sys.stderr)
@@ -100,9 +99,9 @@ def _emit(value: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
+    def action(inbox: Inbox, args: argparse.Namespace) -> int:
         status = None if args.status == "all" else args.status
-        records = read_quarantine(engine, tables, args.consumer, status, limit=args.limit)
+        records = inbox.quarantined(args.consumer, status=status, limit=args.limit)
         _emit([{k: v for k, v in dataclasses.asdict(r).items() if k != "details"} for r in records])
         return 0
 
@@ -110,23 +109,26 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
-        found = read_quarantine(engine, tables, None, None, record_id=args.id)
-        if not found:
+    def action(inbox: Inbox, args: argparse.Namespace) -> int:
+        found = inbox.quarantine_record(args.id)
+        if found is None:
             print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
             return 1
-        _emit(dataclasses.asdict(found[0]))
+        _emit(dataclasses.asdict(found))
         return 0
 
     return _run(args, action)
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    def action(engine: Engine, tables: InboxTables, args: argparse.Namespace) -> int:
-        if not resolve_quarantine(engine, tables, args.id):
+    def action(inbox: Inbox, args: argparse.Namespace) -> int:
+        if not inbox.resolve_quarantine(args.id):
             print(f"inboxguard quarantine: no open record with ID {args.id}", file=sys.stderr)
             return 1
-        [record] = read_quarantine(engine, tables, None, None, record_id=args.id)
+        record = inbox.quarantine_record(args.id)
+        if record is None:  # a purge deleted it since; the resolution stands
+            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
+            return 1
         _emit({k: v for k, v in dataclasses.asdict(record).items() if k != "details"})
         return 0
 

@@ -1,51 +1,46 @@
 """The transactional inbox: one commit per business command, in the caller's
-own database transaction."""
+own database transaction.
+
+:class:`Inbox` is the public face; it owns small private collaborators and
+delegates to them: the guard's flow (:mod:`._flow`) run by a sync or an async
+driver (:mod:`._drive`), the quarantine store, and the upkeep (purge and
+watermarks).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, utc_now
-from inboxguard._core.context import session_var
-from inboxguard._core.extract import CommandIdSpec, command_id_getter, payload_of
-from inboxguard._core.identity import validate_identity
+from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.errors import (
-    ConfigurationError,
-)
-from inboxguard.inbox._decide import Decisions, Prepared, busy_error
-from inboxguard.inbox._inspection import Inspection
-from inboxguard.inbox._maintenance import Maintenance
-from inboxguard.inbox._records import InboxEntry, QuarantineReason
-from inboxguard.sql.dialects import Claim, ClaimSteps, Dialect
-from inboxguard.sql.errors import is_busy
+from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
+from inboxguard.inbox._flow import GuardFlows
+from inboxguard.inbox._handlers import async_handler, sync_handler
+from inboxguard.inbox._inspection import lookup_evidence
+from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
+from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
+from inboxguard.inbox._quarantine import QuarantineStore
+from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings
 from inboxguard.sql.schema import inbox_tables
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-__all__ = ["Inbox", "Prepared"]
+__all__ = ["Inbox"]
 
-logger = logging.getLogger("inboxguard")
-P = ParamSpec("P")
 R = TypeVar("R")
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
-#: Default bound on waiting for another transaction's claim.
-DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=5)
 
 
-class Inbox(Decisions, Inspection, Maintenance):
+class Inbox:
     """Records each business command once, in the caller's transaction.
 
     The evidence row (consumer, command ID, payload digest) commits if and only
@@ -77,33 +72,16 @@ class Inbox(Decisions, Inspection, Maintenance):
         lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
         clock: Clock | None = None,
     ) -> None:
-        if not isinstance(engine, Engine):
-            msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
-            if hasattr(engine, "sync_engine"):
-                msg += (
-                    "; pass a sync Engine on the same database (it serves schema creation,"
-                    " lookups and quarantine reads); guard_async() takes the AsyncSession"
-                    " and writes through its own AsyncEngine"
-                )
-            raise ConfigurationError(msg)
-        if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
-            msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
-            raise ConfigurationError(msg)
-        if lock_timeout is not None and (
-            not isinstance(lock_timeout, dt.timedelta) or lock_timeout < dt.timedelta(0)
-        ):
-            msg = f"lock_timeout must be a non-negative timedelta or None, got {lock_timeout!r}"
-            raise ConfigurationError(msg)
-        if clock is not None and not callable(clock):
-            msg = f"clock must be a zero-argument callable, got {clock!r}"
-            raise ConfigurationError(msg)
+        check_settings(engine, table_prefix, lock_timeout, clock)
         self.engine = engine
         self.retention = RetentionPolicy.coerce(retention)
         self.table_prefix = table_prefix
         self.lock_timeout = lock_timeout
         self.clock: Clock = clock or utc_now
         self.tables = inbox_tables(table_prefix)
-        self._dialects: dict[str, Dialect] = {}
+        self._flows = GuardFlows(self.tables, self.retention, self.clock, lock_timeout)
+        self._quarantine = QuarantineStore(engine, self.tables)
+        self._upkeep = Maintenance(engine, self.tables, self.retention, self.clock)
 
     def __repr__(self) -> str:
         """Show the database, prefix and retention."""
@@ -113,18 +91,22 @@ class Inbox(Decisions, Inspection, Maintenance):
 
     # -- schema -------------------------------------------------------------------------
 
+    @property
+    def watermarks(self) -> Table:
+        """The ``<prefix>watermark`` table (created by ``create_schema()``)."""
+        return self._upkeep.watermarks
+
     def create_schema(self) -> None:
         """Create the inbox, quarantine and watermark tables if they do not exist
         (idempotent)."""
-        self.tables.metadata.create_all(
-            self.engine, tables=[self.tables.inbox, self.tables.quarantine, self.watermarks]
-        )
+        self.tables.metadata.create_all(self.engine, tables=self._own_tables())
 
     def drop_schema(self) -> None:
         """Drop the inbox, quarantine and watermark tables, with every record in them."""
-        self.tables.metadata.drop_all(
-            self.engine, tables=[self.tables.inbox, self.tables.quarantine, self.watermarks]
-        )
+        self.tables.metadata.drop_all(self.engine, tables=self._own_tables())
+
+    def _own_tables(self) -> list[Table]:
+        return [self.tables.inbox, self.tables.quarantine, self.watermarks]
 
     # -- retention ----------------------------------------------------------------------
 
@@ -162,10 +144,15 @@ class Inbox(Decisions, Inspection, Maintenance):
         refuses messages older than the evidence horizon; ``details`` (message
         arguments, headers) goes into any quarantine record.
 
+        The session is checked before a stale ``sent_at`` is refused, so a
+        misconfigured session fails the same way for every message.
+
         Raises:
             InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
             PayloadEncodingError: the payload (or the assigned result) has no
                 canonical encoding.
+            ConfigurationError: ``session`` is not a Session or Connection, or
+                runs in AUTOCOMMIT mode; ``sent_at`` is not timezone-aware.
             PayloadMismatchError: the command was processed with another
                 payload; quarantined, the block does not run.
             BeyondRetentionError: ``sent_at`` is older than the horizon;
@@ -173,18 +160,58 @@ class Inbox(Decisions, Inspection, Maintenance):
             InProgressError: another transaction holds the claim past
                 ``lock_timeout``, or the database reported a conflict.
         """
-        prepared = self.prepare(consumer, command_id, payload, exclude, sent_at, details)
-        conn = _connection_of(session)
-        dialect = self.dialect(conn)
-        claim = _run_claim(conn, dialect.claim(prepared.params), prepared)
-        entry = self.judge(prepared, claim)
-        token = session_var.set(session)
-        try:
+        flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
+        with drive_sync(flow, session, self.engine) as entry:
             yield entry
-        finally:
-            session_var.reset(token)
-        if entry._result_set and entry.result is not None:  # noqa: SLF001
-            conn.execute(dialect.store_result_stmt, self.result_params(prepared, entry))
+
+    def guard_async(
+        self,
+        session: AsyncSession | AsyncConnection,
+        *,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str] = (),
+        sent_at: dt.datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> AbstractAsyncContextManager[InboxEntry]:
+        """:meth:`guard` for asyncio, used as ``async with``.
+
+        Takes a SQLAlchemy ``AsyncSession`` or ``AsyncConnection`` (asyncpg,
+        aiosqlite, ...) and runs the very flow :meth:`guard` runs, with the
+        same contract, decisions and order; quarantine records are written on
+        another connection of the session's own ``AsyncEngine``.
+        :func:`inboxguard.current_session` returns the ``AsyncSession`` inside
+        the block.
+        """
+        flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
+        return drive_async(flow, session)
+
+    def handler(
+        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+    ) -> Callable[[Callable[..., R]], Callable[..., R]]:
+        """Decorate ``fn(session, *args, **kwargs)`` so each command runs once.
+
+        The wrapper guards the call with ``command_id`` (a callable over the
+        arguments after ``session``, or the name of one) and the arguments as
+        the payload. A fresh command runs ``fn`` and stores its return value;
+        a duplicate returns the stored value (as decoded JSON) without
+        running ``fn``.
+
+        Raises:
+            ConfigurationError: ``command_id`` names no argument of ``fn``.
+        """
+        return sync_handler(self.guard, consumer=consumer, command_id=command_id, exclude=exclude)
+
+    def handler_async(
+        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+    ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+        """:meth:`handler` for ``async def fn(session, *args, **kwargs)`` (an AsyncSession)."""
+        return async_handler(
+            self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+
+    # -- quarantine -----------------------------------------------------------------------
 
     def quarantine_delivery(
         self,
@@ -207,8 +234,8 @@ class Inbox(Decisions, Inspection, Maintenance):
             InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
             PayloadEncodingError: the payload has no canonical encoding.
         """
-        prepared, _ = self.assess(consumer, command_id, payload, exclude, None, details)
-        return self.quarantine(prepared, reason)
+        request = self._flows.quarantine(consumer, command_id, payload, reason, exclude, details)
+        return quarantine_sync(request, self.engine)
 
     async def quarantine_delivery_async(
         self,
@@ -222,120 +249,91 @@ class Inbox(Decisions, Inspection, Maintenance):
         details: Mapping[str, Any] | None = None,
     ) -> bool:
         """:meth:`quarantine_delivery` through an ``AsyncEngine`` on the same database."""
-        from inboxguard.inbox import _aguard  # noqa: PLC0415 - keeps greenlet out of sync imports
+        request = self._flows.quarantine(consumer, command_id, payload, reason, exclude, details)
+        return await quarantine_async(request, engine)
 
-        prepared, _ = self.assess(consumer, command_id, payload, exclude, None, details)
-        return await _aguard.quarantine_async(self, engine, prepared, reason)
+    def quarantined(
+        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+    ) -> list[QuarantineRecord]:
+        """Return quarantine records (open ones by default; ``None``: every
+        status), oldest first, at most ``limit`` of them."""
+        return self._quarantine.records(consumer, status, limit=limit)
 
-    def handler(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
-    ) -> Callable[[Callable[..., R]], Callable[..., R]]:
-        """Decorate ``fn(session, *args, **kwargs)`` so each command runs once.
+    def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
+        """Return the quarantine record with this id, whatever its status, or None."""
+        found = self._quarantine.records(None, None, record_id=record_id)
+        return found[0] if found else None
 
-        The wrapper guards the call with ``command_id`` (a callable over the
-        arguments after ``session``, or the name of one) and the arguments as
-        the payload. A fresh command runs ``fn`` and stores its return value;
-        a duplicate returns the stored value (as decoded JSON) without
-        running ``fn``.
+    def resolve_quarantine(self, record_id: int) -> bool:
+        """Mark an open quarantine record resolved; False if none is open with that id."""
+        return self._quarantine.resolve(record_id)
+
+    # -- evidence and upkeep --------------------------------------------------------------
+
+    def lookup(self, consumer: str, command_id: str) -> InboxRecord | None:
+        """Return the committed evidence of a command, or None."""
+        return lookup_evidence(self.engine, self.tables, consumer, command_id)
+
+    def purge(
+        self,
+        *,
+        now: dt.datetime | None = None,
+        batch_size: int = 1000,
+        max_batches: int | None = None,
+        progress: Progress | None = None,
+        resolved_before: ResolvedCutoff = "horizon",
+    ) -> PurgeReport:
+        """Delete expired evidence in short batches.
+
+        Guarantees: a row whose ``expires_at`` is after ``now`` (default: the
+        inbox clock) is never deleted; an open quarantine record is never
+        touched; each batch is its own transaction on the purge's own
+        connection; on PostgreSQL and MariaDB/MySQL rows a worker holds are
+        skipped (``SKIP LOCKED``), never waited for, and only one purger runs
+        at a time (another returns at once, ``acquired=False``). Stored
+        results past ``result_ttl`` are nulled while their evidence stays.
+        Resolved quarantine records go once last seen before
+        ``resolved_before``: by default ``now`` minus the horizon; ``None``
+        keeps them all. ``progress`` is called with the running report after
+        each batch.
 
         Raises:
-            ConfigurationError: ``command_id`` names no argument of ``fn``.
+            ConfigurationError: a bad ``now``, ``batch_size`` or ``max_batches``.
         """
-        validate_identity(consumer, "consumer")
-        excluded = tuple(exclude)
+        return self._upkeep.purge(
+            now=now,
+            batch_size=batch_size,
+            max_batches=max_batches,
+            progress=progress,
+            resolved_before=resolved_before,
+        )
 
-        def decorate(fn: Callable[..., R]) -> Callable[..., R]:
-            get_id = command_id_getter(command_id, fn, skip=1)
+    def purge_plan(
+        self, *, now: dt.datetime | None = None, resolved_before: ResolvedCutoff = "horizon"
+    ) -> PurgePlan:
+        """Count what :meth:`purge` with the same arguments would delete or
+        compact, changing nothing (a dry run)."""
+        return self._upkeep.plan(now=now, resolved_before=resolved_before)
 
-            @functools.wraps(fn)
-            def wrapper(session: Session | Connection, *args: Any, **kwargs: Any) -> R:
-                with self.guard(
-                    session,
-                    consumer=consumer,
-                    command_id=get_id(args, kwargs),
-                    payload=payload_of(args, kwargs),
-                    exclude=excluded,
-                ) as entry:
-                    if entry.duplicate:
-                        return entry.result  # type: ignore[no-any-return]
-                    entry.result = fn(session, *args, **kwargs)
-                    return entry.result  # type: ignore[no-any-return]
+    def advance_watermark(
+        self, session: Session | Connection, *, consumer: str, key: str, position: int
+    ) -> bool:
+        """Advance the watermark of (``consumer``, ``key``) in the caller's transaction.
 
-            return wrapper
+        Returns True when ``position`` is higher than the stored one (it is
+        stored, or the key is new), False when it is at or below it: a
+        duplicate to skip. The write commits or rolls back with the caller's
+        transaction; concurrent advances serialize on the row, so the stored
+        position never goes backwards. A race on a key's very first advance
+        can end in a deadlock on MariaDB/MySQL or a serialization failure on
+        PostgreSQL under REPEATABLE READ; both are retryable
+        (:func:`inboxguard.is_retryable`).
 
-        return decorate
-
-    def guard_async(
-        self,
-        session: AsyncSession | AsyncConnection,
-        *,
-        consumer: str,
-        command_id: str,
-        payload: object,
-        exclude: Iterable[str] = (),
-        sent_at: dt.datetime | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> AbstractAsyncContextManager[InboxEntry]:
-        """:meth:`guard` for asyncio, used as ``async with``.
-
-        Takes a SQLAlchemy ``AsyncSession`` or ``AsyncConnection`` (asyncpg,
-        aiosqlite, ...) and keeps the same contract and the same decisions;
-        quarantine records are written on another connection of the session's
-        own ``AsyncEngine``. :func:`inboxguard.current_session` returns the
-        ``AsyncSession`` inside the block.
+        Raises:
+            InvalidCommandError: ``consumer`` or ``key`` is unusable.
+            ConfigurationError: ``position`` is not a 64-bit int, or the
+                session is in AUTOCOMMIT mode.
         """
-        from inboxguard.inbox import _aguard  # noqa: PLC0415 - keeps greenlet out of sync imports
-
-        return _aguard.guard_async(
-            self,
-            session,
-            consumer=consumer,
-            command_id=command_id,
-            payload=payload,
-            exclude=exclude,
-            sent_at=sent_at,
-            details=details,
+        return self._upkeep.advance_watermark(
+            session, consumer=consumer, key=key, position=position
         )
-
-    def handler_async(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
-    ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
-        """:meth:`handler` for ``async def fn(session, *args, **kwargs)`` (an AsyncSession)."""
-        from inboxguard.inbox import _aguard  # noqa: PLC0415 - keeps greenlet out of sync imports
-
-        return _aguard.handler_async(
-            self, consumer=consumer, command_id=command_id, exclude=exclude
-        )
-
-
-def _connection_of(session: Session | Connection) -> Connection:
-    if isinstance(session, Session):
-        conn = session.connection()
-    elif isinstance(session, Connection):
-        conn = session
-    else:
-        msg = (
-            f"guard() needs a sqlalchemy Session or Connection, got {type(session).__name__};"
-            " for an AsyncSession use guard_async()"
-        )
-        raise ConfigurationError(msg)
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        msg = (
-            "the connection runs in AUTOCOMMIT mode, so the inbox row could commit"
-            " without the handler's changes; use a transactional connection"
-        )
-        raise ConfigurationError(msg)
-    return conn
-
-
-def _run_claim(conn: Connection, steps: ClaimSteps, prepared: Prepared) -> Claim:
-    try:
-        step = next(steps)
-        while True:
-            step = steps.send(conn.execute(*step))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except DBAPIError as error:
-        if is_busy(error):
-            raise busy_error(prepared) from error
-        raise

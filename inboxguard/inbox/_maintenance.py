@@ -1,70 +1,68 @@
-"""The inbox's upkeep methods: purge and domain watermarks.
+"""The inbox's upkeep: purge (and its plan) and domain watermarks.
 
-Kept apart from :mod:`inboxguard.inbox` so the claim path stays small;
-:class:`inboxguard.Inbox` inherits them.
+:class:`Maintenance` is a collaborator of :class:`inboxguard.Inbox`, kept
+apart so the guard's path stays small.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Literal
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.inbox._purge import Progress, PurgeReport, run_purge
+from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport, plan_purge, run_purge
 from inboxguard.inbox._watermark import advance, watermark_table
+from inboxguard.sql.connection import connection_of
 from inboxguard.sql.schema import InboxTables
 
-__all__ = ["Maintenance"]
+__all__ = ["Maintenance", "ResolvedCutoff"]
+
+#: Which resolved quarantine records a purge deletes: those last seen before a
+#: datetime, none (``None``), or those older than the horizon (``"horizon"``).
+ResolvedCutoff = dt.datetime | Literal["horizon"] | None
+
+_WRONG_TYPE = "advance_watermark() needs a sqlalchemy Session or Connection, got {type}"
+_ROW = "the watermark could commit without the handler's changes"
 
 
 class Maintenance:
-    """Purge and watermarks, mixed into :class:`inboxguard.Inbox`."""
+    """Purge and watermarks of one inbox's tables."""
 
-    engine: Engine
-    tables: InboxTables
-    retention: RetentionPolicy
-    clock: Clock
+    def __init__(
+        self, engine: Engine, tables: InboxTables, retention: RetentionPolicy, clock: Clock
+    ) -> None:
+        self._engine = engine
+        self._tables = tables
+        self._retention = retention
+        self._clock = clock
+        self.watermarks = watermark_table(tables)
 
-    @property
-    def watermarks(self) -> Table:
-        """The ``<prefix>watermark`` table (created by ``create_schema()``)."""
-        return watermark_table(self.tables)
+    def plan(self, *, now: dt.datetime | None, resolved_before: ResolvedCutoff) -> PurgePlan:
+        """Count what :meth:`purge` would do, changing nothing."""
+        at = self._now(now)
+        return plan_purge(self._engine, self._tables, at, self._cutoff(at, resolved_before))
 
     def purge(
         self,
         *,
-        now: dt.datetime | None = None,
-        batch_size: int = 1000,
-        max_batches: int | None = None,
-        progress: Progress | None = None,
+        now: dt.datetime | None,
+        batch_size: int,
+        max_batches: int | None,
+        progress: Progress | None,
+        resolved_before: ResolvedCutoff,
     ) -> PurgeReport:
-        """Delete expired evidence in short batches; see :mod:`inboxguard.inbox._purge`.
-
-        Guarantees: a row whose ``expires_at`` is after ``now`` (default: the
-        inbox clock) is never deleted; an open quarantine record is never
-        touched; each batch is its own transaction on the purge's own
-        connection; on PostgreSQL and MariaDB/MySQL rows a worker holds are
-        skipped (``SKIP LOCKED``), never waited for, and only one purger runs
-        at a time (another returns at once, ``acquired=False``). Stored
-        results past ``result_ttl`` are nulled while their evidence stays.
-        Resolved quarantine records go once last seen longer ago than the
-        horizon. ``progress`` is called with the running report after each
-        batch.
-
-        Raises:
-            ConfigurationError: a bad ``now``, ``batch_size`` or ``max_batches``.
-        """
-        at = checked_now(self.clock) if now is None else now
-        before = at - self.retention.horizon if isinstance(at, dt.datetime) else None
+        """Run the purge; see :meth:`inboxguard.Inbox.purge`."""
+        at = self._now(now)
         return run_purge(
-            self.engine,
-            self.tables,
+            self._engine,
+            self._tables,
             now=at,
-            quarantine_before=before,
+            quarantine_before=self._cutoff(at, resolved_before),
             batch_size=batch_size,
             max_batches=max_batches,
             progress=progress,
@@ -73,30 +71,22 @@ class Maintenance:
     def advance_watermark(
         self, session: Session | Connection, *, consumer: str, key: str, position: int
     ) -> bool:
-        """Advance the watermark of (``consumer``, ``key``) in the caller's transaction.
-
-        Returns True when ``position`` is higher than the stored one (it is
-        stored, or the key is new), False when it is at or below it: a
-        duplicate to skip. The write commits or rolls back with the caller's
-        transaction; concurrent advances serialize on the row, so the stored
-        position never goes backwards. A race on a key's very first advance
-        can end in a deadlock on MariaDB/MySQL or a serialization failure on
-        PostgreSQL under REPEATABLE READ; both are retryable
-        (:func:`inboxguard.is_retryable`).
-
-        Raises:
-            InvalidCommandError: ``consumer`` or ``key`` is unusable.
-            ConfigurationError: ``position`` is not a 64-bit int, or the
-                session is in AUTOCOMMIT mode.
-        """
-        from inboxguard.inbox._inbox import _connection_of  # noqa: PLC0415 - inbox imports us
-
-        conn = _connection_of(session)
+        """Advance a watermark in the caller's transaction; see
+        :meth:`inboxguard.Inbox.advance_watermark`."""
+        conn = connection_of(session, wrong_type=_WRONG_TYPE, row=_ROW)
         return advance(
             conn,
             self.watermarks,
             consumer=consumer,
             key=key,
             position=position,
-            now=checked_now(self.clock),
+            now=checked_now(self._clock),
         )
+
+    def _now(self, now: dt.datetime | None) -> dt.datetime:
+        return checked_now(self._clock) if now is None else now
+
+    def _cutoff(self, at: dt.datetime, resolved_before: ResolvedCutoff) -> dt.datetime | None:
+        if resolved_before != "horizon":
+            return resolved_before
+        return at - self._retention.horizon if isinstance(at, dt.datetime) else None

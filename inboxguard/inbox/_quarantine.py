@@ -1,4 +1,8 @@
-"""Quarantine records: written in their own short transaction, read for operators."""
+"""Quarantine records: their values, the log line of a write that failed, and
+the store operators read and resolve them through.
+
+The write itself is an I/O request of the guard's flow (:mod:`._flow`), done
+by a driver (:mod:`._drive`) in a transaction of its own."""
 
 from __future__ import annotations
 
@@ -8,19 +12,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Executable, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.schema import InboxTables
 
-__all__ = [
-    "encode_details",
-    "log_write_failure",
-    "quarantine_values",
-    "read_quarantine",
-    "write_quarantine",
-]
+__all__ = ["QuarantineStore", "encode_details", "log_write_failure", "quarantine_values"]
 
 logger = logging.getLogger("inboxguard")
 
@@ -57,22 +55,6 @@ def quarantine_values(
     }
 
 
-def write_quarantine(engine: Engine, stmt: Executable, values: Mapping[str, Any]) -> bool:
-    """Upsert a quarantine record in a transaction of its own.
-
-    Returns False (after logging the whole record at ERROR) when the write
-    fails, so that the refusal itself still happens: failing closed never
-    depends on the quarantine table being writable.
-    """
-    try:
-        with engine.begin() as conn:
-            conn.execute(stmt, dict(values))
-    except Exception:
-        log_write_failure(values)
-        return False
-    return True
-
-
 def log_write_failure(values: Mapping[str, Any]) -> None:
     """Log, with the whole record, a quarantine write that failed (call in ``except``)."""
     logger.exception(
@@ -85,38 +67,43 @@ def log_write_failure(values: Mapping[str, Any]) -> None:
     )
 
 
-def read_quarantine(
-    engine: Engine,
-    tables: InboxTables,
-    consumer: str | None,
-    status: str | None,
-    *,
-    record_id: int | None = None,
-    limit: int | None = None,
-) -> list[QuarantineRecord]:
-    """Return quarantine records, oldest first."""
-    q = tables.quarantine
-    stmt = select(q).order_by(q.c.id).limit(limit)
-    if consumer is not None:
-        stmt = stmt.where(q.c.consumer == consumer)
-    if status is not None:
-        stmt = stmt.where(q.c.status == status)
-    if record_id is not None:
-        stmt = stmt.where(q.c.id == record_id)
-    with engine.connect() as conn:
-        rows = conn.execute(stmt).mappings().all()
-    return [
-        QuarantineRecord(
-            **{k: v for k, v in row.items() if k != "details"},
-            details=json.loads(row["details"]) if row["details"] else None,
-        )
-        for row in rows
-    ]
+class QuarantineStore:
+    """The quarantine table, read and resolved for operators through the engine."""
 
+    def __init__(self, engine: Engine, tables: InboxTables) -> None:
+        self._engine = engine
+        self._table = tables.quarantine
 
-def resolve_quarantine(engine: Engine, tables: InboxTables, record_id: int) -> bool:
-    """Mark one record resolved; return False when no open record has that id."""
-    q = tables.quarantine
-    stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
-    with engine.begin() as conn:
-        return bool(conn.execute(stmt).rowcount)
+    def records(
+        self,
+        consumer: str | None = None,
+        status: str | None = "open",
+        *,
+        record_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[QuarantineRecord]:
+        """Return quarantine records, oldest first."""
+        q = self._table
+        stmt = select(q).order_by(q.c.id).limit(limit)
+        if consumer is not None:
+            stmt = stmt.where(q.c.consumer == consumer)
+        if status is not None:
+            stmt = stmt.where(q.c.status == status)
+        if record_id is not None:
+            stmt = stmt.where(q.c.id == record_id)
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [
+            QuarantineRecord(
+                **{k: v for k, v in row.items() if k != "details"},
+                details=json.loads(row["details"]) if row["details"] else None,
+            )
+            for row in rows
+        ]
+
+    def resolve(self, record_id: int) -> bool:
+        """Mark one record resolved; return False when no open record has that id."""
+        q = self._table
+        stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
+        with self._engine.begin() as conn:
+            return bool(conn.execute(stmt).rowcount)

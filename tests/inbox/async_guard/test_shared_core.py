@@ -20,16 +20,25 @@ from inboxguard import (
     QuarantineReason,
 )
 from inboxguard.adapters import _delivery
+from inboxguard.inbox._flow import Connect, GuardFlows, WriteQuarantine
 
 from .conftest import AsyncSetup
 
 
-def test_assess_and_verdict_write_nothing(setup: AsyncSetup) -> None:
+def test_the_flow_decides_before_any_io_and_asks_to_connect_first(setup: AsyncSetup) -> None:
+    """Validation, the digest and the stale verdict need no I/O; the first request
+    is to check the session, and a stale delivery's next one is its quarantine."""
     box = setup.inbox
+    flows = GuardFlows(box.tables, box.retention, box.clock, box.lock_timeout)
     old = box.clock() - dt.timedelta(days=31)
-    prepared, stale = box.assess("orders", "c1", {"a": 1}, (), old, {"k": 1})
-    assert isinstance(stale, BeyondRetentionError)
-    assert prepared.digest == inboxguard.digest_of({"a": 1})
+    flow = flows.guard("orders", "c1", {"a": 1}, (), old, {"k": 1})
+    assert isinstance(next(flow), Connect)
+    refusal = flow.send(box.engine.dialect)
+    assert isinstance(refusal, WriteQuarantine)
+    assert refusal.values["reason"] == QuarantineReason.BEYOND_RETENTION
+    assert refusal.values["incoming_digest"] == inboxguard.digest_of({"a": 1})
+    with pytest.raises(BeyondRetentionError):
+        flow.send(True)
     assert box.quarantined() == []
 
 
@@ -44,8 +53,9 @@ def test_sync_guard_still_quarantines_mismatch_and_stale(setup: AsyncSetup) -> N
         assert not entry.duplicate
     with pytest.raises(PayloadMismatchError), Session(box.engine) as s, s.begin():
         box.guard(s, consumer="orders", command_id="c1", payload=2).__enter__()
-    with pytest.raises(BeyondRetentionError):
-        box.prepare("orders", "c2", 1, sent_at=box.clock() - dt.timedelta(days=31))
+    old = box.clock() - dt.timedelta(days=31)
+    with pytest.raises(BeyondRetentionError), Session(box.engine) as s, s.begin():
+        box.guard(s, consumer="orders", command_id="c2", payload=1, sent_at=old).__enter__()
     reasons = sorted(r.reason for r in box.quarantined("orders"))
     assert reasons == [QuarantineReason.BEYOND_RETENTION, QuarantineReason.PAYLOAD_MISMATCH]
 

@@ -1,0 +1,162 @@
+"""The two drivers of :mod:`._flow`: sync and asyncio, side by side.
+
+Each does only what its kind of I/O needs: check the caller's session, run a
+statement on its connection, write a quarantine record in a transaction of
+its own, and run the caller's block with the entry (with
+:func:`inboxguard.current_session` bound). Every decision, and its order, is
+the flow's. A database error raised while performing a request is thrown back
+into the flow, which decides what it means.
+
+The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, closing, contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from inboxguard._core.context import session_var
+from inboxguard.inbox._flow import (
+    Connect,
+    Execute,
+    GuardFlow,
+    HandOver,
+    Request,
+    WriteQuarantine,
+)
+from inboxguard.inbox._quarantine import log_write_failure
+from inboxguard.sql.connection import async_connection_of, connection_of
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+    from inboxguard.inbox._records import InboxEntry
+
+__all__ = ["drive_async", "drive_sync", "quarantine_async", "quarantine_sync"]
+
+_ROW = "the inbox row could commit without the handler's changes"
+_SYNC_ONLY = (
+    "guard() needs a sqlalchemy Session or Connection, got {type};"
+    " for an AsyncSession use guard_async()"
+)
+_ASYNC_ONLY = (
+    "guard_async() needs a sqlalchemy AsyncSession or AsyncConnection, got {type};"
+    " for a sync Session or Connection use guard()"
+)
+
+
+def _resume(flow: GuardFlow, reply: Any = None, error: DBAPIError | None = None) -> Request | None:
+    """Send the reply (or throw the error) into the flow; None once it is done."""
+    try:
+        return flow.send(reply) if error is None else flow.throw(error)
+    except StopIteration:
+        return None
+
+
+def _expect_connect(request: Request | None) -> None:
+    """The flow's first request is always :class:`Connect`."""
+    if not isinstance(request, Connect):
+        _unexpected(request)
+
+
+def _unexpected(request: Request | None) -> NoReturn:
+    msg = f"the guard flow asked for {request!r} out of order"
+    raise RuntimeError(msg)
+
+
+# -- sync ------------------------------------------------------------------------------
+
+
+@contextmanager
+def drive_sync(
+    flow: GuardFlow, session: Session | Connection, engine: Engine
+) -> Iterator[InboxEntry]:
+    """Run a guard flow on the caller's ``Session`` or ``Connection``; quarantine
+    records go through ``engine``."""
+    with closing(flow):
+        _expect_connect(_resume(flow))
+        conn = connection_of(session, wrong_type=_SYNC_ONLY, row=_ROW)
+        request = _resume(flow, conn.dialect)
+        while request is not None:
+            match request:
+                case HandOver(entry):
+                    token = session_var.set(session)
+                    try:
+                        yield entry
+                    finally:
+                        session_var.reset(token)
+                    request = _resume(flow)
+                case Execute(statement, params):
+                    try:
+                        result = conn.execute(statement, params)
+                    except DBAPIError as error:
+                        request = _resume(flow, error=error)
+                    else:
+                        request = _resume(flow, result)
+                case WriteQuarantine():
+                    request = _resume(flow, quarantine_sync(request, engine))
+                case _:
+                    _unexpected(request)
+
+
+def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
+    """Write a quarantine record through ``engine``, in a transaction of its own."""
+    try:
+        with engine.begin() as conn:
+            conn.execute(request.statement(conn.dialect), request.values)
+    except Exception:
+        log_write_failure(request.values)
+        return False
+    return True
+
+
+# -- asyncio ---------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def drive_async(
+    flow: GuardFlow, session: AsyncSession | AsyncConnection
+) -> AsyncIterator[InboxEntry]:
+    """Run a guard flow on the caller's ``AsyncSession`` or ``AsyncConnection``;
+    quarantine records go through the session's own ``AsyncEngine``."""
+    with closing(flow):
+        _expect_connect(_resume(flow))
+        conn = await async_connection_of(session, wrong_type=_ASYNC_ONLY, row=_ROW)
+        request = _resume(flow, conn.dialect)
+        while request is not None:
+            match request:
+                case HandOver(entry):
+                    token = session_var.set(session)
+                    try:
+                        yield entry
+                    finally:
+                        session_var.reset(token)
+                    request = _resume(flow)
+                case Execute(statement, params):
+                    try:
+                        result = await conn.execute(statement, params)
+                    except DBAPIError as error:
+                        request = _resume(flow, error=error)
+                    else:
+                        request = _resume(flow, result)
+                case WriteQuarantine():
+                    request = _resume(flow, await quarantine_async(request, conn.engine))
+                case _:
+                    _unexpected(request)
+
+
+async def quarantine_async(request: WriteQuarantine, engine: AsyncEngine) -> bool:
+    """Write a quarantine record on a connection of its own, without blocking the loop."""
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(request.statement(conn.dialect), request.values)
+    except Exception:
+        log_write_failure(request.values)
+        return False
+    return True

@@ -1,0 +1,215 @@
+"""The whole guard as one sans-I/O flow.
+
+:meth:`GuardFlows.guard` is a generator that makes every decision of a guarded
+delivery, in one order, and asks for each piece of I/O by yielding a request:
+
+1. validate the delivery and compute its digest (no I/O; bad input raises);
+2. :class:`Connect`: the driver checks the caller's session and replies with
+   its database's SQLAlchemy dialect. A configuration error (a wrong object,
+   AUTOCOMMIT) is raised here, before any refusal, by both drivers;
+3. a ``sent_at`` older than the horizon: :class:`WriteQuarantine` (a
+   transaction of its own), then :class:`~inboxguard.BeyondRetentionError`;
+4. the claim: one :class:`Execute` per statement of the dialect's claim, on
+   the caller's connection; a lock timeout, deadlock or serialization failure
+   the driver throws back in becomes :class:`~inboxguard.InProgressError`;
+5. the verdict: a mismatch is quarantined and raised
+   (:class:`~inboxguard.PayloadMismatchError`); a fresh or duplicate entry is
+   handed to the caller's block (:class:`HandOver`);
+6. after a normal exit of the block, a fresh command's assigned result is
+   stored on the caller's connection.
+
+The drivers in :mod:`._drive` (one sync, one async, side by side) only
+perform these requests, the way ``httpx`` drives ``Auth.auth_flow``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Executable
+from sqlalchemy.engine import Dialect as SaDialect
+from sqlalchemy.engine import Result
+from sqlalchemy.exc import DBAPIError
+
+from inboxguard._core.clock import Clock
+from inboxguard._core.retention import RetentionPolicy
+from inboxguard.errors import PayloadMismatchError
+from inboxguard.inbox._decide import (
+    Delivery,
+    busy_error,
+    prepare,
+    result_params,
+    stale_error,
+    verdict,
+)
+from inboxguard.inbox._quarantine import quarantine_values
+from inboxguard.inbox._records import InboxEntry, QuarantineReason
+from inboxguard.sql.dialects import Claim, Dialect, dialect_for
+from inboxguard.sql.errors import is_busy
+from inboxguard.sql.schema import InboxTables
+
+__all__ = [
+    "Connect",
+    "Execute",
+    "GuardFlow",
+    "GuardFlows",
+    "HandOver",
+    "Request",
+    "WriteQuarantine",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """Check the caller's session; reply with its connection's SQLAlchemy dialect."""
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Run one statement on the caller's connection; reply with its result."""
+
+    statement: Executable
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteQuarantine:
+    """Upsert a quarantine record in a transaction of its own; reply True once
+    written, False (after logging the record) when the write failed.
+
+    ``statement`` builds the upsert for the dialect of the connection the
+    driver writes on.
+    """
+
+    statement: Callable[[SaDialect], Executable]
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """Run the caller's block with ``entry``; reply None when it exits normally."""
+
+    entry: InboxEntry
+
+
+Request = Connect | Execute | WriteQuarantine | HandOver
+GuardFlow = Generator[Request, Any, None]
+
+
+class GuardFlows:
+    """Builds the flows of one inbox: its tables, retention, clock and lock timeout."""
+
+    def __init__(
+        self,
+        tables: InboxTables,
+        retention: RetentionPolicy,
+        clock: Clock,
+        lock_timeout: dt.timedelta | None,
+    ) -> None:
+        self._tables = tables
+        self._retention = retention
+        self._clock = clock
+        self._lock_timeout = lock_timeout
+        self._dialects: dict[str, Dialect] = {}
+
+    def guard(
+        self,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str],
+        sent_at: dt.datetime | None,
+        details: Mapping[str, Any] | None,
+    ) -> GuardFlow:
+        """The guard of one delivery, from validation to the stored result."""
+        delivery = self._prepare(consumer, command_id, payload, exclude, details)
+        stale = stale_error(delivery, sent_at, self._retention) if sent_at is not None else None
+        dialect = self.dialect((yield Connect()))
+        if stale is not None:
+            yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
+            raise stale
+        claim = yield from _claim(dialect, delivery)
+        found = verdict(delivery, claim)
+        if isinstance(found, PayloadMismatchError):
+            yield self._refusal(
+                delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
+            )
+            raise found
+        yield HandOver(found)
+        if found._result_set and found.result is not None:  # noqa: SLF001
+            yield Execute(dialect.store_result_stmt, result_params(delivery, found))
+
+    def quarantine(
+        self,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        reason: str,
+        exclude: Iterable[str],
+        details: Mapping[str, Any] | None,
+    ) -> WriteQuarantine:
+        """The request that refuses a delivery durably (no guard, no claim)."""
+        return self._refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
+
+    def dialect(self, sa_dialect: SaDialect) -> Dialect:
+        """The (cached) inbox dialect of a SQLAlchemy dialect."""
+        found = self._dialects.get(sa_dialect.name)
+        if found is None:
+            found = dialect_for(sa_dialect, self._tables, self._lock_timeout)
+            self._dialects[sa_dialect.name] = found
+        return found
+
+    def _upsert_quarantine(self, sa_dialect: SaDialect) -> Executable:
+        return self.dialect(sa_dialect).upsert_quarantine()
+
+    def _prepare(
+        self,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str],
+        details: Mapping[str, Any] | None,
+    ) -> Delivery:
+        return prepare(
+            consumer,
+            command_id,
+            payload,
+            exclude,
+            details,
+            retention=self._retention,
+            clock=self._clock,
+        )
+
+    def _refusal(
+        self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
+    ) -> WriteQuarantine:
+        values = quarantine_values(
+            consumer=delivery.consumer,
+            command_id=delivery.command_id,
+            reason=str(reason),
+            incoming_digest=delivery.digest,
+            stored_digest=stored_digest,
+            now=delivery.now,
+            details=delivery.details,
+        )
+        return WriteQuarantine(self._upsert_quarantine, values)
+
+
+def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
+    """Run the dialect's claim one :class:`Execute` at a time; a busy database
+    (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`."""
+    steps = dialect.claim(delivery.params)
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send((yield Execute(*step)))
+    except StopIteration as done:
+        claim: Claim = done.value
+        return claim
+    except DBAPIError as error:
+        if is_busy(error):
+            raise busy_error(delivery) from error
+        raise

@@ -1,0 +1,81 @@
+"""The handler decorators: a guard around ``fn(session, *args, **kwargs)``.
+
+A fresh command runs ``fn`` and stores its return value; a duplicate returns
+the stored value without running it. The sync and async forms differ only
+in ``with`` / ``async with`` and ``await``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, TypeVar
+
+from inboxguard._core.extract import CommandIdSpec, command_id_getter, payload_of
+from inboxguard._core.identity import validate_identity
+from inboxguard.inbox._records import InboxEntry
+
+__all__ = ["async_handler", "sync_handler"]
+
+R = TypeVar("R")
+Guard = Callable[..., AbstractContextManager[InboxEntry]]
+AsyncGuard = Callable[..., AbstractAsyncContextManager[InboxEntry]]
+
+
+def sync_handler(
+    guard: Guard, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str]
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """The decorator of :meth:`inboxguard.Inbox.handler`, around ``guard``."""
+    validate_identity(consumer, "consumer")
+    excluded = tuple(exclude)
+
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        get_id = command_id_getter(command_id, fn, skip=1)
+
+        @functools.wraps(fn)
+        def wrapper(session: Any, *args: Any, **kwargs: Any) -> R:
+            with guard(
+                session,
+                consumer=consumer,
+                command_id=get_id(args, kwargs),
+                payload=payload_of(args, kwargs),
+                exclude=excluded,
+            ) as entry:
+                if entry.duplicate:
+                    return entry.result  # type: ignore[no-any-return]
+                entry.result = fn(session, *args, **kwargs)
+                return entry.result  # type: ignore[no-any-return]
+
+        return wrapper
+
+    return decorate
+
+
+def async_handler(
+    guard: AsyncGuard, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str]
+) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+    """The decorator of :meth:`inboxguard.Inbox.handler_async`, around ``guard``."""
+    validate_identity(consumer, "consumer")
+    excluded = tuple(exclude)
+
+    def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+        get_id = command_id_getter(command_id, fn, skip=1)
+
+        @functools.wraps(fn)
+        async def wrapper(session: Any, *args: Any, **kwargs: Any) -> R:
+            async with guard(
+                session,
+                consumer=consumer,
+                command_id=get_id(args, kwargs),
+                payload=payload_of(args, kwargs),
+                exclude=excluded,
+            ) as entry:
+                if entry.duplicate:
+                    return entry.result  # type: ignore[no-any-return]
+                entry.result = await fn(session, *args, **kwargs)
+                return entry.result  # type: ignore[no-any-return]
+
+        return wrapper
+
+    return decorate
