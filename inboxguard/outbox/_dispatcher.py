@@ -133,10 +133,10 @@ class Dispatcher:
             if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
                 msg = f"{name} must be a positive timedelta, got {span!r}"
                 raise ConfigurationError(msg)
-        if wakeup and outbox.engine.dialect.name != "postgresql":
+        if wakeup and not outbox.statements.supports_notify:
             msg = (
-                f"wakeup=True needs PostgreSQL LISTEN/NOTIFY, not"
-                f" {outbox.engine.dialect.name}; the dispatcher polls every poll_interval"
+                "wakeup=True needs PostgreSQL LISTEN/NOTIFY, which this outbox's database"
+                " lacks; the dispatcher polls every poll_interval"
             )
             raise ConfigurationError(msg)
         self.outbox = outbox
@@ -170,8 +170,8 @@ class Dispatcher:
         token = uuid.uuid4().hex
         lease_until = now + self.lease
         with outbox.engine.connect() as conn:
-            if st.supports_skip_locked and conn.dialect.name != "postgresql":
-                conn = conn.execution_options(isolation_level="READ COMMITTED")  # noqa: PLW2901
+            if st.claim_isolation_level is not None:
+                conn = conn.execution_options(isolation_level=st.claim_isolation_level)  # noqa: PLW2901
             with conn.begin():
                 rows = st.claim(
                     conn, now=now, lease_until=lease_until, token=token, limit=self.batch_size
@@ -273,7 +273,8 @@ class Dispatcher:
         previous = self._install_handlers() if install_signal_handlers else {}
         try:
             if self.wakeup:
-                self._listener = PgListener.open(self.outbox.engine, self.outbox.channel)
+                listen = self.outbox.statements.listen(self.outbox.channel)
+                self._listener = PgListener.open(self.outbox.engine, listen)
             while not self._stop.is_set():
                 try:
                     delivered = self.run_once()

@@ -26,8 +26,8 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.sql._outbox.statements import OutboxStatements, statements_for
-from inboxguard.sql.outbox_tables import outbox_tables
+from inboxguard.sql.dialects import OutboxStatements, database_for
+from inboxguard.sql.tables import outbox_tables
 
 __all__ = ["Outbox"]
 
@@ -66,6 +66,7 @@ class Outbox:
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
+        UnsupportedDialectError: the engine's database is not supported.
     """
 
     def __init__(
@@ -102,10 +103,12 @@ class Outbox:
                 " outlive the row that holds it: shorten it or lengthen retention"
             )
             raise ConfigurationError(msg)
-        is_pg = engine.dialect.name == "postgresql"
-        if notify and not is_pg:
+        database = database_for(engine.dialect)
+        self.tables = outbox_tables(table_prefix)
+        self.statements: OutboxStatements = database.outbox(self.tables)
+        if notify and not self.statements.supports_notify:
             msg = (
-                f"notify=True needs PostgreSQL (LISTEN/NOTIFY), not {engine.dialect.name};"
+                f"notify=True needs PostgreSQL (LISTEN/NOTIFY), not {database.label};"
                 " leave it unset and let the dispatcher poll"
             )
             raise ConfigurationError(msg)
@@ -113,11 +116,9 @@ class Outbox:
         self.table_prefix = table_prefix
         self.clock: Clock = clock or utc_now
         self.delivered_retention = delivered_retention
-        self.notify = is_pg if notify is None else notify
-        self.tables = outbox_tables(table_prefix)
+        self.notify = self.statements.supports_notify if notify is None else notify
         #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
         self.channel = f"{self.tables.outbox.name}_due"
-        self.statements: OutboxStatements = statements_for(engine.dialect, self.tables)
 
     def __repr__(self) -> str:
         """Show the database and table."""
@@ -175,7 +176,7 @@ class Outbox:
         st = self.statements
         if st.add_row(conn, values):
             if self.notify:
-                conn.execute(_notify(self.channel))
+                conn.execute(st.notify(self.channel))
             return True
         stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
         if stored != digest:
@@ -324,7 +325,3 @@ def _connection_of(session: Session | Connection) -> Connection:
         )
         raise ConfigurationError(msg)
     return conn
-
-
-def _notify(channel: str) -> Any:
-    return select(func.pg_notify(channel, ""))

@@ -1,5 +1,5 @@
 """The outbox's statements: what every database shares, and the interface
-each dialect module (``_postgresql``, ``_mysql``, ``_sqlite``) implements.
+each database's ``outbox`` module implements.
 
 A claim leases rows: in one short transaction it picks due rows, moves
 their ``due_at`` to the end of the lease, counts the attempt and stamps a
@@ -26,13 +26,11 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.sql.elements import TextClause
 
-from inboxguard.errors import UnsupportedDialectError
-from inboxguard.sql.outbox_tables import OutboxTables
+from inboxguard.sql.tables import OutboxTables
 
-__all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements", "statements_for"]
+__all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements"]
 
 #: The columns ``Outbox.add()`` writes, in the order of its INSERT.
 ADD_COLUMNS = (
@@ -50,11 +48,14 @@ ADD_COLUMNS = (
 class OutboxStatements(ABC):
     """Statements of one database for one outbox table."""
 
-    #: Claims use ``FOR UPDATE SKIP LOCKED``, so dispatchers never wait on
-    #: each other and never claim the same row.
-    supports_skip_locked: ClassVar[bool] = False
-    #: More than one dispatcher may run against the same database.
+    #: More than one dispatcher may run against the same database (their
+    #: claims skip each other's locked rows); else one dispatcher per database.
     concurrent_dispatchers: ClassVar[bool] = True
+    #: Isolation level a claim's transaction runs at (None: the engine's).
+    claim_isolation_level: ClassVar[str | None] = None
+    #: A producer can wake dispatchers at commit (:meth:`notify`), and a
+    #: dispatcher can LISTEN for it.
+    supports_notify: ClassVar[bool] = False
 
     def __init__(self, tables: OutboxTables) -> None:
         t = tables.outbox
@@ -73,6 +74,21 @@ class OutboxStatements(ABC):
         self.lookup_digest: Executable = select(t.c.digest).where(
             t.c.command_id == bindparam("b_command_id")
         )
+        self.due_rows = (
+            select(*self.claim_columns)
+            .where(t.c.due_at <= bindparam("b_now"))
+            .order_by(t.c.due_at)
+            .limit(bindparam("b_limit"))
+        )
+        self.backlog_stmt: Executable = select(func.count(), func.min(t.c.created_at)).where(
+            t.c.due_at.is_not(None)
+        )
+        self._outcome_statements()
+
+    def _outcome_statements(self) -> None:
+        """The writes that record a dispatch's outcome, each guarded so that a
+        row is changed only by the lease holder (or delivered only once)."""
+        t = self.table
         self.mark_delivered: Executable = (
             update(t)
             .where(t.c.id == bindparam("b_id"), t.c.delivered_at.is_(None))
@@ -107,15 +123,6 @@ class OutboxStatements(ABC):
             .where(t.c.id == bindparam("b_id"), t.c.lease_token == bindparam("b_token"))
             .values(due_at=bindparam("b_due"), attempts=t.c.attempts - 1, lease_token=None)
         )
-        self.due_rows = (
-            select(*self.claim_columns)
-            .where(t.c.due_at <= bindparam("b_now"))
-            .order_by(t.c.due_at)
-            .limit(bindparam("b_limit"))
-        )
-        self.backlog_stmt: Executable = select(func.count(), func.min(t.c.created_at)).where(
-            t.c.due_at.is_not(None)
-        )
 
     def insert_text(self, *, verb: str = "INSERT", suffix: str = "") -> TextClause:
         """The add statement as SQL text with typed parameters.
@@ -146,6 +153,26 @@ class OutboxStatements(ABC):
     def lookup_for_compare(self) -> Executable:
         """The read of a stored digest after an insert found the ID taken."""
         return self.lookup_digest
+
+    def notify(self, channel: str) -> Executable:
+        """A statement, run in the producer's transaction, that wakes the
+        dispatchers listening on ``channel`` when it commits.
+
+        Raises:
+            NotImplementedError: the database has no notifications
+                (:attr:`supports_notify` is false).
+        """
+        msg = "this database has no LISTEN/NOTIFY"
+        raise NotImplementedError(msg)
+
+    def listen(self, channel: str) -> str:
+        """The driver-level statement that subscribes a connection to ``channel``.
+
+        Raises:
+            NotImplementedError: :attr:`supports_notify` is false.
+        """
+        msg = "this database has no LISTEN/NOTIFY"
+        raise NotImplementedError(msg)
 
     def lease_values(self) -> dict[str, Any]:
         """The SET clause of a claim: due at the lease's end, one more attempt,
@@ -210,29 +237,3 @@ class ReturningOutboxStatements(OutboxStatements):
         params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
         rows = conn.execute(self._claim, params).all()
         return sorted((tuple(row) for row in rows), key=lambda row: row[0])
-
-
-def statements_for(sa_dialect: SaDialect, tables: OutboxTables) -> OutboxStatements:
-    """Return the outbox statements for a SQLAlchemy dialect.
-
-    Raises:
-        UnsupportedDialectError: not PostgreSQL, MariaDB/MySQL or SQLite.
-    """
-    name = sa_dialect.name
-    if name == "postgresql":
-        from inboxguard.sql._outbox.postgresql import PostgresqlOutbox  # noqa: PLC0415
-
-        return PostgresqlOutbox(tables)
-    if name in {"mysql", "mariadb"}:
-        from inboxguard.sql._outbox.mysql import MysqlOutbox  # noqa: PLC0415
-
-        return MysqlOutbox(tables)
-    if name == "sqlite":
-        from inboxguard.sql._outbox.sqlite import SqliteOutbox  # noqa: PLC0415
-
-        return SqliteOutbox(tables)
-    msg = (
-        f"database {name!r} is not supported by the outbox; it runs on PostgreSQL,"
-        " MariaDB/MySQL and SQLite"
-    )
-    raise UnsupportedDialectError(msg)
