@@ -107,4 +107,3 @@ def test_concurrent_advances_from_processes_never_go_backwards(
         assert out["seen"] == sorted(out["seen"])  # what each process read never went down
         for (position, _), seen in zip(out["results"], out["seen"], strict=True):
             assert seen >= position  # after any advance call, the mark covers the position
-
