@@ -119,20 +119,7 @@ class Dispatcher:
         poll_interval: dt.timedelta = dt.timedelta(seconds=1),
         wakeup: bool = False,
     ) -> None:
-        if not isinstance(outbox, Outbox):
-            msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
-            raise ConfigurationError(msg)
-        if not callable(transport):
-            msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
-            raise ConfigurationError(msg)
-        for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
-            if type(value) is not int or value < 1:
-                msg = f"{name} must be a positive int, got {value!r}"
-                raise ConfigurationError(msg)
-        for name, span in (("lease", lease), ("poll_interval", poll_interval)):
-            if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
-                msg = f"{name} must be a positive timedelta, got {span!r}"
-                raise ConfigurationError(msg)
+        _check_arguments(outbox, transport, batch_size, max_attempts, lease, poll_interval)
         if wakeup and not outbox.statements.supports_notify:
             msg = (
                 "wakeup=True needs PostgreSQL LISTEN/NOTIFY, which this outbox's database"
@@ -329,6 +316,30 @@ class Dispatcher:
         return {
             signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
         }
+
+
+def _check_arguments(
+    outbox: object,
+    transport: object,
+    batch_size: object,
+    max_attempts: object,
+    lease: object,
+    poll_interval: object,
+) -> None:
+    if not isinstance(outbox, Outbox):
+        msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
+        raise ConfigurationError(msg)
+    if not callable(transport):
+        msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
+        raise ConfigurationError(msg)
+    for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
+        if type(value) is not int or value < 1:
+            msg = f"{name} must be a positive int, got {value!r}"
+            raise ConfigurationError(msg)
+    for name, span in (("lease", lease), ("poll_interval", poll_interval)):
+        if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
+            msg = f"{name} must be a positive timedelta, got {span!r}"
+            raise ConfigurationError(msg)
 
 
 def _message(row: Sequence[Any]) -> OutboxMessage:

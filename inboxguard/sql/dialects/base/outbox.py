@@ -198,6 +198,41 @@ class OutboxStatements(ABC):
         ids = select(t.c.id).where(where).limit(limit).scalar_subquery()
         return delete(t).where(t.c.id.in_(ids))
 
+    # -- operator reads and upkeep (the same statements on every database) -----------
+
+    def count_of(self, which: str) -> Executable:
+        """``SELECT count(*)`` of the ``"dead"`` or the ``"delivered"`` rows."""
+        column = {"dead": self.table.c.dead_at, "delivered": self.table.c.delivered_at}[which]
+        return select(func.count()).where(column.is_not(None))
+
+    def rows(self, *, command_id: str | None = None, limit: int) -> Executable:
+        """Whole rows in id order: the one of ``command_id``, else the dead ones."""
+        t = self.table
+        where = t.c.dead_at.is_not(None) if command_id is None else t.c.command_id == command_id
+        return select(t).where(where).order_by(t.c.id).limit(limit)
+
+    def retry_dead(self, command_ids: list[str] | None, now: dt.datetime) -> Executable:
+        """Dead rows (all, or those of ``command_ids``) due again at ``now``, attempts reset."""
+        t = self.table
+        where: ColumnElement[bool] = t.c.dead_at.is_not(None)
+        if command_ids is not None:
+            where = where & t.c.command_id.in_(command_ids)
+        return update(t).where(where).values(dead_at=None, due_at=now, attempts=0)
+
+    def purge_delivered(self, before: dt.datetime, limit: int) -> Executable:
+        """Delete at most ``limit`` rows delivered at or before ``before``."""
+        return self.bounded_delete(self.table.c.delivered_at <= before, limit)
+
+    def compact_delivered(self, before: dt.datetime, now: dt.datetime, limit: int) -> Executable:
+        """Drop payload, headers and receipt of at most ``limit`` rows delivered
+        at or before ``before`` and not yet compacted."""
+        t = self.table
+        return self.bounded_update(
+            (t.c.delivered_at <= before) & t.c.compacted_at.is_(None),
+            limit,
+            {"payload": None, "headers": None, "receipt": None, "compacted_at": now},
+        )
+
     @abstractmethod
     def claim(
         self,
