@@ -36,7 +36,7 @@ from inboxguard.errors import (
     ProviderRejectedError,
     ReconciliationRequiredError,
 )
-from inboxguard.sql.effect_tables import effect_tables
+from inboxguard.sql.tables import effect_tables
 
 __all__ = ["DEFAULT_LEASE", "EffectLedger"]
 

@@ -23,7 +23,7 @@ from inboxguard.effects._records import EffectRecord, EffectTransition
 from inboxguard.effects.provider import Receipt
 from inboxguard.effects.state import EffectState
 from inboxguard.inbox._quarantine import encode_details
-from inboxguard.sql.effect_tables import EffectTables
+from inboxguard.sql.tables import EffectTables
 
 __all__ = ["Event", "Held", "Store", "prepared_row", "receipt_columns", "to_record"]
 

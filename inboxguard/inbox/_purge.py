@@ -10,8 +10,10 @@ batch its own short transaction on the purge's own connection:
 3. delete *resolved* quarantine records last seen longer ago than the
    horizon. Open quarantine records are never touched.
 
-Where the database allows it (PostgreSQL, MariaDB/MySQL) only one purger runs
-at a time; another returns at once with ``PurgeReport.acquired`` false.
+Where the database allows it (its purge statements' ``single_purger`` flag:
+PostgreSQL, MariaDB/MySQL) only one purger runs at a time; another returns at
+once with ``PurgeReport.acquired`` false. The purge has sync callers only (the
+inbox's ``purge()`` and the CLI), so it drives its statements directly.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from inboxguard.errors import ConfigurationError
+from inboxguard.sql.dialects import PurgeStatements, database_for
 from inboxguard.sql.errors import is_busy
-from inboxguard.sql.purge import PurgeSql, purge_sql_for
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
 __all__ = ["PurgePlan", "PurgeReport"]
 
@@ -92,8 +94,12 @@ Progress = Callable[[PurgeReport], None]
 def plan_purge(
     engine: Engine, tables: InboxTables, now: dt.datetime, quarantine_before: dt.datetime | None
 ) -> PurgePlan:
-    """Count what a purge would delete or compact, changing nothing."""
-    sql = purge_sql_for(engine.dialect.name, tables)
+    """Count what a purge would delete or compact, changing nothing.
+
+    Raises:
+        UnsupportedDialectError: the engine's database is not supported.
+    """
+    sql = database_for(engine.dialect).purge(tables)
     with engine.connect() as conn:
         expired, due, quarantine = sql.count(conn, now, quarantine_before)
         oldest = sql.oldest_expiry(conn)
@@ -115,24 +121,34 @@ def run_purge(
     Raises:
         ConfigurationError: ``batch_size`` or ``max_batches`` is not a
             positive int, or ``now`` is not timezone-aware.
+        UnsupportedDialectError: the engine's database is not supported.
     """
     _validate(now, batch_size, max_batches)
-    sql = purge_sql_for(engine.dialect.name, tables)
+    sql = database_for(engine.dialect).purge(tables)
     started = time.perf_counter()
     with engine.connect() as conn:
         if sql.isolation_level is not None:
             conn.execution_options(isolation_level=sql.isolation_level)
-        acquired = sql.try_lock(conn)
-        conn.commit()
-        if not acquired:
+        if not _lock(conn, sql):
             return PurgeReport(acquired=False, complete=False, now=now)
         try:
             run = _Run(conn, sql, now, batch_size, max_batches, progress)
             report = run.all_steps(quarantine_before)
         finally:
-            sql.unlock(conn)
-            conn.commit()
+            if sql.single_purger:
+                sql.unlock(conn)
+                conn.commit()
     return replace(report, seconds=time.perf_counter() - started)
+
+
+def _lock(conn: Connection, sql: PurgeStatements) -> bool:
+    """Take the single-purger lock where the database has one; True when this
+    purge may run."""
+    if not sql.single_purger:
+        return True
+    acquired = sql.try_lock(conn)
+    conn.commit()
+    return acquired
 
 
 class _Run:
@@ -141,7 +157,7 @@ class _Run:
     def __init__(
         self,
         conn: Connection,
-        sql: PurgeSql,
+        sql: PurgeStatements,
         now: dt.datetime,
         batch_size: int,
         max_batches: int | None,

@@ -21,7 +21,6 @@ One pass (:meth:`Dispatcher.run_once`) has three steps:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import signal
 import threading
@@ -34,13 +33,8 @@ from typing import Any
 from inboxguard._core.clock import checked_now
 from inboxguard.errors import ConfigurationError
 from inboxguard.outbox._outbox import Outbox
-from inboxguard.outbox._records import (
-    HEADER_COMMAND_ID,
-    HEADER_DIGEST,
-    HEADER_SENT_AT,
-    OutboxMessage,
-    Transport,
-)
+from inboxguard.outbox._pass import Outcome, message_of, receipt_json
+from inboxguard.outbox._records import Transport
 from inboxguard.outbox._wakeup import PgListener, SqliteDispatcherLock
 
 __all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]
@@ -71,14 +65,6 @@ class DispatchStats:
     failed: int = 0
     dead: int = 0
     released: int = 0
-
-
-@dataclass(slots=True)
-class _Outcome:
-    delivered: list[dict[str, Any]]
-    failed: list[dict[str, Any]]
-    dead: list[dict[str, Any]]
-    released: list[dict[str, Any]]
 
 
 class Dispatcher:
@@ -119,24 +105,11 @@ class Dispatcher:
         poll_interval: dt.timedelta = dt.timedelta(seconds=1),
         wakeup: bool = False,
     ) -> None:
-        if not isinstance(outbox, Outbox):
-            msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
-            raise ConfigurationError(msg)
-        if not callable(transport):
-            msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
-            raise ConfigurationError(msg)
-        for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
-            if type(value) is not int or value < 1:
-                msg = f"{name} must be a positive int, got {value!r}"
-                raise ConfigurationError(msg)
-        for name, span in (("lease", lease), ("poll_interval", poll_interval)):
-            if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
-                msg = f"{name} must be a positive timedelta, got {span!r}"
-                raise ConfigurationError(msg)
-        if wakeup and outbox.engine.dialect.name != "postgresql":
+        _check_arguments(outbox, transport, batch_size, max_attempts, lease, poll_interval)
+        if wakeup and not outbox.statements.supports_notify:
             msg = (
-                f"wakeup=True needs PostgreSQL LISTEN/NOTIFY, not"
-                f" {outbox.engine.dialect.name}; the dispatcher polls every poll_interval"
+                "wakeup=True needs PostgreSQL LISTEN/NOTIFY, which this outbox's database"
+                " lacks; the dispatcher polls every poll_interval"
             )
             raise ConfigurationError(msg)
         self.outbox = outbox
@@ -170,8 +143,8 @@ class Dispatcher:
         token = uuid.uuid4().hex
         lease_until = now + self.lease
         with outbox.engine.connect() as conn:
-            if st.supports_skip_locked and conn.dialect.name != "postgresql":
-                conn = conn.execution_options(isolation_level="READ COMMITTED")  # noqa: PLW2901
+            if st.claim_isolation_level is not None:
+                conn = conn.execution_options(isolation_level=st.claim_isolation_level)  # noqa: PLW2901
             with conn.begin():
                 rows = st.claim(
                     conn, now=now, lease_until=lease_until, token=token, limit=self.batch_size
@@ -179,7 +152,7 @@ class Dispatcher:
         if not rows:
             return 0
         self.stats.batches += 1
-        outcome = _Outcome([], [], [], [])
+        outcome = Outcome([], [], [], [])
         try:
             self._send_all(rows, token, now + self.lease * 3 / 4, outcome)
         finally:
@@ -187,7 +160,7 @@ class Dispatcher:
         return len(outcome.delivered)
 
     def _send_all(
-        self, rows: Sequence[Sequence[Any]], token: str, send_by: dt.datetime, out: _Outcome
+        self, rows: Sequence[Sequence[Any]], token: str, send_by: dt.datetime, out: Outcome
     ) -> None:
         streak = 0
         clock = self.outbox.clock
@@ -205,18 +178,18 @@ class Dispatcher:
                 )
                 return
             try:
-                receipt = self.transport(_message(row))
+                receipt = self.transport(message_of(row))
             except Exception as exc:  # any failure means "not delivered"
                 streak += 1
                 self._failed(row, token, exc, out)
                 continue
             streak = 0
             out.delivered.append(
-                {"b_id": row_id, "b_at": checked_now(clock), "b_receipt": _receipt(receipt)}
+                {"b_id": row_id, "b_at": checked_now(clock), "b_receipt": receipt_json(receipt)}
             )
             logger.debug("delivered %s", command_id)
 
-    def _failed(self, row: Sequence[Any], token: str, exc: Exception, out: _Outcome) -> None:
+    def _failed(self, row: Sequence[Any], token: str, exc: Exception, out: Outcome) -> None:
         row_id, command_id, attempt = row[0], row[1], row[7]
         now = checked_now(self.outbox.clock)
         error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -244,7 +217,7 @@ class Dispatcher:
             {"b_id": row_id, "b_token": token, "b_due": now + delay, "b_error": error}
         )
 
-    def _record(self, token: str, out: _Outcome) -> None:
+    def _record(self, token: str, out: Outcome) -> None:
         st = self.outbox.statements
         with self.outbox.engine.begin() as conn:
             for stmt, params in (
@@ -273,7 +246,8 @@ class Dispatcher:
         previous = self._install_handlers() if install_signal_handlers else {}
         try:
             if self.wakeup:
-                self._listener = PgListener.open(self.outbox.engine, self.outbox.channel)
+                listen = self.outbox.statements.listen(self.outbox.channel)
+                self._listener = PgListener.open(self.outbox.engine, listen)
             while not self._stop.is_set():
                 try:
                     delivered = self.run_once()
@@ -330,24 +304,25 @@ class Dispatcher:
         }
 
 
-def _message(row: Sequence[Any]) -> OutboxMessage:
-    _, command_id, destination, payload, headers, digest, created_at, attempt = row
-    merged = dict(json.loads(headers)) if headers else {}
-    merged[HEADER_COMMAND_ID] = command_id
-    merged[HEADER_DIGEST] = digest
-    merged[HEADER_SENT_AT] = created_at.isoformat()
-    return OutboxMessage(
-        command_id=command_id,
-        destination=destination,
-        payload=json.loads(payload),
-        headers=merged,
-        digest=digest,
-        created_at=created_at,
-        attempt=attempt,
-    )
-
-
-def _receipt(receipt: Any) -> str | None:
-    if receipt is None:
-        return None
-    return json.dumps(receipt, default=repr, sort_keys=True, ensure_ascii=False)
+def _check_arguments(
+    outbox: object,
+    transport: object,
+    batch_size: object,
+    max_attempts: object,
+    lease: object,
+    poll_interval: object,
+) -> None:
+    if not isinstance(outbox, Outbox):
+        msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
+        raise ConfigurationError(msg)
+    if not callable(transport):
+        msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
+        raise ConfigurationError(msg)
+    for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
+        if type(value) is not int or value < 1:
+            msg = f"{name} must be a positive int, got {value!r}"
+            raise ConfigurationError(msg)
+    for name, span in (("lease", lease), ("poll_interval", poll_interval)):
+        if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
+            msg = f"{name} must be a positive timedelta, got {span!r}"
+            raise ConfigurationError(msg)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, Executable
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -26,8 +26,8 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.sql._outbox.statements import OutboxStatements, statements_for
-from inboxguard.sql.outbox_tables import outbox_tables
+from inboxguard.sql.dialects import OutboxStatements, database_for
+from inboxguard.sql.tables import outbox_tables
 
 __all__ = ["Outbox"]
 
@@ -66,6 +66,7 @@ class Outbox:
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
+        UnsupportedDialectError: the engine's database is not supported.
     """
 
     def __init__(
@@ -78,34 +79,15 @@ class Outbox:
         delivered_retention: dt.timedelta = DEFAULT_DELIVERED_RETENTION,
         notify: bool | None = None,
     ) -> None:
-        if not isinstance(engine, Engine):
-            msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
-            raise ConfigurationError(msg)
-        if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
-            msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
-            raise ConfigurationError(msg)
-        if clock is not None and not callable(clock):
-            msg = f"clock must be a zero-argument callable, got {clock!r}"
-            raise ConfigurationError(msg)
+        _check_arguments(engine, table_prefix, clock)
         self.retention = RetentionPolicy.coerce(retention)
-        if not isinstance(delivered_retention, dt.timedelta) or delivered_retention < dt.timedelta(
-            0
-        ):
+        _check_delivered_retention(delivered_retention, self.retention)
+        database = database_for(engine.dialect)
+        self.tables = outbox_tables(table_prefix)
+        self.statements: OutboxStatements = database.outbox(self.tables)
+        if notify and not self.statements.supports_notify:
             msg = (
-                f"delivered_retention must be a non-negative timedelta, got {delivered_retention!r}"
-            )
-            raise ConfigurationError(msg)
-        if delivered_retention > self.retention.horizon:
-            msg = (
-                f"delivered_retention {format_duration(delivered_retention)} is longer than the"
-                f" retention horizon {format_duration(self.retention.horizon)}; a payload cannot"
-                " outlive the row that holds it: shorten it or lengthen retention"
-            )
-            raise ConfigurationError(msg)
-        is_pg = engine.dialect.name == "postgresql"
-        if notify and not is_pg:
-            msg = (
-                f"notify=True needs PostgreSQL (LISTEN/NOTIFY), not {engine.dialect.name};"
+                f"notify=True needs PostgreSQL (LISTEN/NOTIFY), not {database.label};"
                 " leave it unset and let the dispatcher poll"
             )
             raise ConfigurationError(msg)
@@ -113,11 +95,9 @@ class Outbox:
         self.table_prefix = table_prefix
         self.clock: Clock = clock or utc_now
         self.delivered_retention = delivered_retention
-        self.notify = is_pg if notify is None else notify
-        self.tables = outbox_tables(table_prefix)
+        self.notify = self.statements.supports_notify if notify is None else notify
         #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
         self.channel = f"{self.tables.outbox.name}_due"
-        self.statements: OutboxStatements = statements_for(engine.dialect, self.tables)
 
     def __repr__(self) -> str:
         """Show the database and table."""
@@ -175,35 +155,23 @@ class Outbox:
         st = self.statements
         if st.add_row(conn, values):
             if self.notify:
-                conn.execute(_notify(self.channel))
+                conn.execute(st.notify(self.channel))
             return True
         stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
         if stored != digest:
-            raise PayloadMismatchError(
-                consumer=f"outbox {self.tables.outbox.name}",
-                command_id=command_id,
-                stored_digest=stored,
-                incoming_digest=digest,
-                message=(
-                    f"command {command_id!r} is already in the outbox with payload {stored},"
-                    f" but this call adds {digest}; nothing was written: roll back and find"
-                    " out why the same business intent produced a different command"
-                ),
-            )
+            raise _mismatch(self.tables.outbox.name, command_id, stored, digest)
         return False
 
     # -- operating ----------------------------------------------------------------------
 
     def status(self) -> OutboxStatus:
         """Backlog, age of the oldest unsent row, dead and delivered rows."""
-        t = self.tables.outbox
         now = checked_now(self.clock)
+        st = self.statements
         with self.engine.connect() as conn:
-            backlog, oldest = conn.execute(self.statements.backlog_stmt).one()
-            dead = conn.execute(select(func.count()).where(t.c.dead_at.is_not(None))).scalar_one()
-            done = conn.execute(
-                select(func.count()).where(t.c.delivered_at.is_not(None))
-            ).scalar_one()
+            backlog, oldest = conn.execute(st.backlog_stmt).one()
+            dead = conn.execute(st.count_of("dead")).scalar_one()
+            done = conn.execute(st.count_of("delivered")).scalar_one()
         if oldest is not None and oldest.tzinfo is None:  # func.min loses the column type
             oldest = oldest.replace(tzinfo=dt.UTC)
         age = max(now - oldest, dt.timedelta(0)) if oldest is not None else dt.timedelta(0)
@@ -211,24 +179,17 @@ class Outbox:
 
     def get(self, command_id: str) -> OutboxRow | None:
         """Return the stored row of ``command_id``, or None."""
-        t = self.tables.outbox
-        return next(iter(self._rows(t.c.command_id == command_id, limit=1)), None)
+        return next(iter(self._rows(self.statements.rows(command_id=command_id, limit=1))), None)
 
     def dead(self, *, limit: int = 100) -> list[OutboxRow]:
         """Rows that exhausted their attempts, oldest first, with their last error."""
-        t = self.tables.outbox
-        return self._rows(t.c.dead_at.is_not(None), limit=limit)
+        return self._rows(self.statements.rows(limit=limit))
 
     def retry_dead(self, command_ids: Iterable[str] | None = None) -> int:
         """Make dead rows due again with a fresh attempt count (all of them,
         or those of ``command_ids``); returns how many."""
-        t = self.tables.outbox
-        cond: Any = t.c.dead_at.is_not(None)
-        if command_ids is not None:
-            cond = and_(cond, t.c.command_id.in_(list(command_ids)))
-        stmt = (
-            update(t).where(cond).values(dead_at=None, due_at=checked_now(self.clock), attempts=0)
-        )
+        ids = None if command_ids is None else list(command_ids)
+        stmt = self.statements.retry_dead(ids, checked_now(self.clock))
         with self.engine.begin() as conn:
             return int(conn.execute(stmt).rowcount)
 
@@ -242,15 +203,10 @@ class Outbox:
         transactions of at most ``batch_size`` rows, so a large backlog of
         old rows never holds long locks.
         """
-        t = self.tables.outbox
         st = self.statements
         now = checked_now(self.clock)
-        purge = st.bounded_delete(t.c.delivered_at <= now - self.retention.horizon, batch_size)
-        compact = st.bounded_update(
-            and_(t.c.delivered_at <= now - self.delivered_retention, t.c.compacted_at.is_(None)),
-            batch_size,
-            {"payload": None, "headers": None, "receipt": None, "compacted_at": now},
-        )
+        purge = st.purge_delivered(now - self.retention.horizon, batch_size)
+        compact = st.compact_delivered(now - self.delivered_retention, now, batch_size)
         purged = self._in_batches(purge, batch_size)
         return CompactionResult(compacted=self._in_batches(compact, batch_size), purged=purged)
 
@@ -263,9 +219,7 @@ class Outbox:
             if done < batch_size:
                 return total
 
-    def _rows(self, where: Any, *, limit: int) -> list[OutboxRow]:
-        t = self.tables.outbox
-        stmt = select(t).where(where).order_by(t.c.id).limit(limit)
+    def _rows(self, stmt: Executable) -> list[OutboxRow]:
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [
@@ -285,6 +239,45 @@ class Outbox:
             )
             for r in rows
         ]
+
+
+def _check_arguments(engine: object, table_prefix: object, clock: object) -> None:
+    if not isinstance(engine, Engine):
+        msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
+        raise ConfigurationError(msg)
+    if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
+        msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
+        raise ConfigurationError(msg)
+    if clock is not None and not callable(clock):
+        msg = f"clock must be a zero-argument callable, got {clock!r}"
+        raise ConfigurationError(msg)
+
+
+def _check_delivered_retention(delivered: object, retention: RetentionPolicy) -> None:
+    if not isinstance(delivered, dt.timedelta) or delivered < dt.timedelta(0):
+        msg = f"delivered_retention must be a non-negative timedelta, got {delivered!r}"
+        raise ConfigurationError(msg)
+    if delivered > retention.horizon:
+        msg = (
+            f"delivered_retention {format_duration(delivered)} is longer than the"
+            f" retention horizon {format_duration(retention.horizon)}; a payload cannot"
+            " outlive the row that holds it: shorten it or lengthen retention"
+        )
+        raise ConfigurationError(msg)
+
+
+def _mismatch(table: str, command_id: str, stored: str, digest: str) -> PayloadMismatchError:
+    return PayloadMismatchError(
+        consumer=f"outbox {table}",
+        command_id=command_id,
+        stored_digest=stored,
+        incoming_digest=digest,
+        message=(
+            f"command {command_id!r} is already in the outbox with payload {stored},"
+            f" but this call adds {digest}; nothing was written: roll back and find"
+            " out why the same business intent produced a different command"
+        ),
+    )
 
 
 def _loads(text: str | None) -> Any:
@@ -324,7 +317,3 @@ def _connection_of(session: Session | Connection) -> Connection:
         )
         raise ConfigurationError(msg)
     return conn
-
-
-def _notify(channel: str) -> Any:
-    return select(func.pg_notify(channel, ""))

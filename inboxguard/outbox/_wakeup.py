@@ -32,8 +32,10 @@ class PgListener:
         self._driver = driver
 
     @classmethod
-    def open(cls, engine: Engine, channel: str) -> PgListener | None:
-        """LISTEN on ``channel``; None when the driver cannot (not psycopg 3)."""
+    def open(cls, engine: Engine, listen: str) -> PgListener | None:
+        """Run the ``listen`` statement (``LISTEN "channel"``, from the outbox's
+        statements) on a connection of its own; None when the driver cannot
+        (not psycopg 3)."""
         raw = engine.raw_connection()
         driver: Any = raw.driver_connection
         if (
@@ -48,7 +50,7 @@ class PgListener:
             )
             return None
         driver.set_autocommit(True)
-        driver.execute(f'LISTEN "{channel}"')
+        driver.execute(listen)
         return cls(raw, driver)
 
     def wait(self, timeout: float, stop: threading.Event) -> bool:

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from inboxguard.migrations import BRANCH, table_prefix
-from inboxguard.sql.schema import UtcDateTime, digest_type, id_type, long_text
+from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
 revision = "ig0001"
 down_revision = None

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from inboxguard.migrations import table_prefix
-from inboxguard.sql.schema import UtcDateTime, id_type
+from inboxguard.sql.types import UtcDateTime, id_type
 
 revision = "ig0002"
 down_revision = "ig0001"

@@ -1,4 +1,16 @@
-"""One module per supported database; :func:`dialect_for` picks one by name."""
+"""Every per-database statement, one folder per database, and the one registry
+that finds a database's statements for a SQLAlchemy dialect.
+
+- :mod:`.base`: what every database provides (and the shapes two of them share);
+- :mod:`.postgresql`, :mod:`.mysql` (MariaDB too), :mod:`.sqlite`: each holds
+  the inbox's, the outbox's and the purge's statements of that database, and a
+  :class:`Database` record naming them.
+
+:func:`database_for` is the only place that maps a database to its
+statements. A database it does not know is refused with
+:class:`~inboxguard.errors.UnsupportedDialectError`; nothing falls back to
+another database's SQL.
+"""
 
 from __future__ import annotations
 
@@ -7,37 +19,66 @@ import datetime as dt
 from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.errors import UnsupportedDialectError
-from inboxguard.sql.dialects.base import Claim, ClaimSteps, Dialect, Step
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.dialects import mysql, postgresql, sqlite
+from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.base.inbox import (
+    Claim,
+    ClaimSteps,
+    Dialect,
+    Step,
+    Steps,
+    Watermark,
+    drive,
+)
+from inboxguard.sql.dialects.base.outbox import OutboxStatements
+from inboxguard.sql.dialects.base.purge import PurgeStatements
+from inboxguard.sql.tables import InboxTables
 
-__all__ = ["Claim", "ClaimSteps", "Dialect", "Step", "dialect_for"]
+__all__ = [
+    "DATABASES",
+    "Claim",
+    "ClaimSteps",
+    "Database",
+    "Dialect",
+    "OutboxStatements",
+    "PurgeStatements",
+    "Step",
+    "Steps",
+    "Watermark",
+    "database_for",
+    "dialect_for",
+    "drive",
+]
+
+#: The supported databases; a new one is one more entry here.
+DATABASES: tuple[Database, ...] = (postgresql.DATABASE, mysql.DATABASE, sqlite.DATABASE)
+
+_BY_NAME = {name: database for database in DATABASES for name in database.names}
+
+
+def database_for(sa_dialect: SaDialect) -> Database:
+    """Return the statements of the database behind a SQLAlchemy dialect.
+
+    Raises:
+        UnsupportedDialectError: no supported database serves ``sa_dialect``.
+    """
+    found = _BY_NAME.get(sa_dialect.name)
+    if found is None:
+        supported = ", ".join(database.label for database in DATABASES)
+        msg = (
+            f"database {sa_dialect.name!r} is not supported; inboxguard runs on {supported}:"
+            " use an engine on one of them"
+        )
+        raise UnsupportedDialectError(msg)
+    return found
 
 
 def dialect_for(
     sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
 ) -> Dialect:
-    """Return the inbox dialect for a SQLAlchemy dialect.
+    """Return the inbox's statements for a SQLAlchemy dialect.
 
     Raises:
-        UnsupportedDialectError: the database is not PostgreSQL, MariaDB/MySQL
-            or SQLite.
+        UnsupportedDialectError: no supported database serves ``sa_dialect``.
     """
-    name = sa_dialect.name
-    if name == "postgresql":
-        from inboxguard.sql.dialects.postgresql import PostgresqlDialect  # noqa: PLC0415
-
-        return PostgresqlDialect(tables, lock_timeout)
-    if name in {"mysql", "mariadb"}:
-        from inboxguard.sql.dialects.mysql import MysqlDialect  # noqa: PLC0415
-
-        is_mariadb = bool(getattr(sa_dialect, "is_mariadb", False))
-        return MysqlDialect(tables, lock_timeout, is_mariadb=is_mariadb)
-    if name == "sqlite":
-        from inboxguard.sql.dialects.sqlite import SqliteDialect  # noqa: PLC0415
-
-        return SqliteDialect(tables, lock_timeout)
-    msg = (
-        f"database {name!r} is not supported; inboxguard runs on PostgreSQL,"
-        " MariaDB/MySQL and SQLite"
-    )
-    raise UnsupportedDialectError(msg)
+    return database_for(sa_dialect).inbox.for_dialect(sa_dialect, tables, lock_timeout)

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, insert, select, update
 
 import inboxguard
-from inboxguard.sql.purge import purge_sql_for
+from inboxguard.sql.dialects import database_for
 from tests.inbox.retention.helpers import DAY, count_rows, seed, stored_ids, wait_until
 
 SECOND = dt.timedelta(seconds=1)
@@ -111,7 +111,7 @@ def test_two_purgers_at_once_one_works_one_returns(box: inboxguard.Inbox, clock,
     finally:
         other_engine.dispose()
     [second] = seen
-    if purge_sql_for(box.engine.dialect.name, box.tables).single_purger:
+    if database_for(box.engine.dialect).purge(box.tables).single_purger:
         assert not second.acquired
         assert second.deleted == 0
         assert "another purger holds the lock" in second.summary()

@@ -107,14 +107,3 @@ def test_concurrent_advances_from_processes_never_go_backwards(
         assert out["seen"] == sorted(out["seen"])  # what each process read never went down
         for (position, _), seen in zip(out["results"], out["seen"], strict=True):
             assert seen >= position  # after any advance call, the mark covers the position
-
-
-@pytest.mark.parametrize("dialect_name", ["postgresql", "sqlite", "mysql"])
-def test_watermark_statements_are_cacheable(dialect_name: str) -> None:
-    """Advancing a watermark per message never recompiles its SQL (sqlalchemy#10445)."""
-    from inboxguard.inbox._watermark import statements, watermark_table
-    from inboxguard.sql.schema import inbox_tables
-
-    table = watermark_table(inbox_tables("wmcache_"))
-    for stmt in statements(table, dialect_name):
-        assert stmt._generate_cache_key() is not None

@@ -1,5 +1,5 @@
-"""Per-database statements of the purge: the single-purger lock and one batch
-of each step.
+"""The purge's statements: the single-purger lock and one batch of each step,
+shared by every database; each database's ``purge`` module refines them.
 
 Each batch picks at most ``n`` rows that meet the condition (expired, result
 past its TTL, resolved and old) and deletes (or compacts) exactly those,
@@ -26,41 +26,31 @@ statements per batch           1 (``DELETE ... WHERE       1 locking ``SELECT``,
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import (
-    Connection,
-    bindparam,
-    delete,
-    func,
-    literal_column,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Connection, delete, func, literal_column, select, update
 from sqlalchemy.sql import ColumnElement, Select
 
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
-__all__ = ["PurgeSql", "purge_sql_for"]
+__all__ = ["RESOLVED", "PurgeStatements"]
 
 #: Quarantine records purge may delete; open ones are never touched.
 RESOLVED = "resolved"
 
 
-class PurgeSql:
-    """The purge's statements for SQLite: rows addressed by ``rowid``."""
+class PurgeStatements:
+    """The purge's statements over one prefix's inbox tables."""
 
-    #: Only one purger runs at a time across processes and hosts.
+    #: Only one purger runs at a time across processes and hosts: the purge
+    #: takes :meth:`try_lock` first and returns at once when it is held.
     single_purger: ClassVar[bool] = False
     #: Rows locked by a worker are skipped instead of waited for.
     skips_locked_rows: ClassVar[bool] = False
     #: Isolation level each batch runs at (None: the engine's default).
     isolation_level: ClassVar[str | None] = None
-    #: The column that addresses a row physically.
-    address: ClassVar[str] = "rowid"
+    #: The column that addresses a row physically (each database sets it).
+    address: ClassVar[str]
 
     def __init__(self, tables: InboxTables) -> None:
         self.tables = tables
@@ -69,11 +59,19 @@ class PurgeSql:
     # -- the single-purger lock: held on the purge's connection for its whole run ------
 
     def try_lock(self, conn: Connection) -> bool:
-        """Take the purge lock without waiting; True when taken (always, here)."""
-        return True
+        """Take the purge lock without waiting; True when taken.
+
+        Raises:
+            NotImplementedError: the database has no such lock
+                (:attr:`single_purger` is false).
+        """
+        msg = "this database has no single-purger lock"
+        raise NotImplementedError(msg)
 
     def unlock(self, conn: Connection) -> None:
-        """Release the purge lock."""
+        """Release the purge lock taken by :meth:`try_lock`."""
+        msg = "this database has no single-purger lock"
+        raise NotImplementedError(msg)
 
     # -- one batch of each step ----------------------------------------------------------
 
@@ -160,108 +158,3 @@ class PurgeSql:
     ) -> int:
         stmt = delete(key[0].table).where(self._match(picked), condition)
         return int(conn.execute(stmt).rowcount)
-
-
-class PostgresqlPurgeSql(PurgeSql):
-    """PostgreSQL: an advisory lock, and ``SKIP LOCKED`` inside one statement."""
-
-    single_purger = True
-    skips_locked_rows = True
-    address = "ctid"
-
-    def __init__(self, tables: InboxTables) -> None:
-        super().__init__(tables)
-        digest = hashlib.sha256(self.lock_name.encode()).digest()
-        self.lock_key = int.from_bytes(digest[:8], "big", signed=True)
-
-    def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
-        """``ctid = ANY(ARRAY(SELECT ctid ... SKIP LOCKED))``: a TID scan of the
-        picked rows (a key ``IN (subquery)`` is planned as a hash join over the
-        whole table once most rows are expired)."""
-        ctid: ColumnElement[Any] = literal_column("ctid")
-        return ctid == func.any(func.array(picked.with_only_columns(ctid).scalar_subquery()))
-
-    def try_lock(self, conn: Connection) -> bool:
-        """``pg_try_advisory_lock``: session-level, returns at once."""
-        stmt = text("SELECT pg_try_advisory_lock(:key)")
-        return bool(conn.execute(stmt, {"key": self.lock_key}).scalar())
-
-    def unlock(self, conn: Connection) -> None:
-        """``pg_advisory_unlock``."""
-        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.lock_key})
-
-
-class MysqlPurgeSql(PurgeSql):
-    """MariaDB/MySQL: ``GET_LOCK``, and a ``SKIP LOCKED`` read of the keys, then
-    one write per picked row by its full primary key (MySQL cannot write a table
-    it reads in a subquery)."""
-
-    single_purger = True
-    skips_locked_rows = True
-    isolation_level = "READ COMMITTED"
-
-    #: ``GET_LOCK`` names are server-wide and at most 64 characters: the name
-    #: hashes the current database with the table, so inboxes with the same prefix
-    #: in two databases of one server do not exclude each other.
-    _LOCK = (
-        "CONCAT('inboxguard:', LEFT(SHA2(CONCAT(COALESCE(DATABASE(), ''), '/', :name), 256), 48))"
-    )
-
-    def try_lock(self, conn: Connection) -> bool:
-        """``GET_LOCK(name, 0)``: session-level, returns at once."""
-        stmt = text(f"SELECT GET_LOCK({self._LOCK}, 0)")
-        return conn.execute(stmt, {"name": self.lock_name}).scalar() == 1
-
-    def unlock(self, conn: Connection) -> None:
-        """``RELEASE_LOCK``."""
-        conn.execute(text(f"SELECT RELEASE_LOCK({self._LOCK})"), {"name": self.lock_name})
-
-    def drop_results(
-        self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None
-    ) -> tuple[int, dt.datetime | None]:
-        """Null up to ``n`` results past their TTL: pick and lock, then write by key."""
-        c = self.tables.inbox.c
-        due = (c.result_expires_at <= now) & c.result.is_not(None)
-        if after is not None:
-            due = due & (c.result_expires_at >= after)
-        picked = self._pick(
-            select(c.consumer, c.command_id, c.result_expires_at).where(due), c.result_expires_at, n
-        )
-        rows = conn.execute(picked).all()
-        if rows:
-            stmt = update(self.tables.inbox).where(*_by_key([c.consumer, c.command_id]))
-            conn.execute(stmt.values(result=None), _key_params(row[:2] for row in rows))
-        return len(rows), max((r.result_expires_at for r in rows), default=after)
-
-    def _delete(
-        self,
-        conn: Connection,
-        picked: Select[Any],
-        key: list[Any],
-        condition: ColumnElement[bool],
-    ) -> int:
-        # The picked rows are locked by the read until the batch commits, so they
-        # still meet the condition. One full-key DELETE per row (sent as
-        # executemany): InnoDB may answer a multi-key IN, or a repeated condition,
-        # with a scan that waits on rows workers hold; a full key locks one row.
-        rows = conn.execute(picked).all()
-        if rows:
-            conn.execute(delete(key[0].table).where(*_by_key(key)), _key_params(rows))
-        return len(rows)
-
-
-def _by_key(key: list[Any]) -> list[ColumnElement[bool]]:
-    return [col == bindparam(f"k{i}") for i, col in enumerate(key)]
-
-
-def _key_params(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [{f"k{i}": value for i, value in enumerate(row)} for row in rows]
-
-
-def purge_sql_for(name: str, tables: InboxTables) -> PurgeSql:
-    """The purge statements for a SQLAlchemy dialect name."""
-    if name == "postgresql":
-        return PostgresqlPurgeSql(tables)
-    if name in {"mysql", "mariadb"}:
-        return MysqlPurgeSql(tables)
-    return PurgeSql(tables)

@@ -15,10 +15,10 @@ Features:
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from sqlalchemy import Executable, func, select, update
 
-from inboxguard.sql._outbox.statements import ReturningOutboxStatements
-from inboxguard.sql.outbox_tables import OutboxTables
+from inboxguard.sql.dialects.base.outbox import ReturningOutboxStatements
+from inboxguard.sql.tables import OutboxTables
 
 __all__ = ["PostgresqlOutbox"]
 
@@ -26,7 +26,7 @@ __all__ = ["PostgresqlOutbox"]
 class PostgresqlOutbox(ReturningOutboxStatements):
     """Outbox statements for PostgreSQL."""
 
-    supports_skip_locked = True
+    supports_notify = True
 
     def __init__(self, tables: OutboxTables) -> None:
         super().__init__(tables)
@@ -43,3 +43,11 @@ class PostgresqlOutbox(ReturningOutboxStatements):
             .values(self.lease_values())
             .returning(*self.claim_columns)
         )
+
+    def notify(self, channel: str) -> Executable:
+        """``SELECT pg_notify(channel, '')``: delivered to listeners on commit."""
+        return select(func.pg_notify(channel, ""))
+
+    def listen(self, channel: str) -> str:
+        """``LISTEN "channel"``, sent on a dispatcher's own driver connection."""
+        return f'LISTEN "{channel}"'

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from inboxguard.sql._outbox.statements import ReturningOutboxStatements
-from inboxguard.sql.outbox_tables import OutboxTables
+from inboxguard.sql.dialects.base.outbox import ReturningOutboxStatements
+from inboxguard.sql.tables import OutboxTables
 
 __all__ = ["SqliteOutbox"]
 

@@ -1,4 +1,4 @@
-"""SQLite (pysqlite, aiosqlite).
+"""SQLite inbox statements: the claim, the result store, the quarantine upsert.
 
 Features:
 
@@ -24,18 +24,15 @@ from typing import Any
 from sqlalchemy import Executable, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
 
-from inboxguard.sql.dialects.base import Claim, ClaimSteps, Dialect
-from inboxguard.sql.schema import InboxTables, UtcDateTime
+from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, on_conflict_quarantine
+from inboxguard.sql.tables import InboxTables
+from inboxguard.sql.types import UtcDateTime
 
 __all__ = ["SqliteDialect"]
 
 
 class SqliteDialect(Dialect):
     """Inbox statements for SQLite."""
-
-    names = ("sqlite",)
-    duplicate_in_one_round_trip = True  # in-process: no network round trip at all
-    concurrent_writers = False
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
@@ -56,17 +53,7 @@ class SqliteDialect(Dialect):
             bindparam("expires_at", type_=UtcDateTime()),
             bindparam("result_expires_at", type_=UtcDateTime()),
         )
-        q = tables.quarantine
-        upsert = insert(q)
-        self._quarantine_stmt = upsert.on_conflict_do_update(
-            index_elements=[q.c.consumer, q.c.command_id, q.c.reason, q.c.incoming_digest],
-            set_={
-                "occurrences": q.c.occurrences + 1,
-                "last_seen_at": upsert.excluded.last_seen_at,
-                "status": "open",
-                "details": upsert.excluded.details,
-            },
-        )
+        self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
 
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Read first; insert only when nothing is stored."""

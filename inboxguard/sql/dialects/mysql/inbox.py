@@ -1,4 +1,5 @@
-"""MariaDB and MySQL (PyMySQL).
+"""MariaDB and MySQL inbox statements: the claim, the result store, the
+quarantine upsert and the watermark advance.
 
 Features:
 
@@ -15,6 +16,8 @@ Features:
   case. Because ``utf8mb4_bin`` pads with spaces, IDs with trailing whitespace
   are refused before they reach the database.
 - ``FOR UPDATE SKIP LOCKED``: MariaDB 10.6+, MySQL 8.0+.
+- watermark: a conditional ``UPDATE`` (a locking current read), then, for a
+  new key, ``INSERT IGNORE``.
 """
 
 from __future__ import annotations
@@ -24,20 +27,19 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Executable, bindparam, text
+from sqlalchemy import Executable, Table, bindparam, text
 from sqlalchemy.dialects.mysql import insert
+from sqlalchemy.engine import Dialect as SaDialect
 
-from inboxguard.sql.dialects.base import Claim, ClaimSteps, Dialect
-from inboxguard.sql.schema import InboxTables, UtcDateTime
+from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, Steps, Watermark
+from inboxguard.sql.tables import InboxTables
+from inboxguard.sql.types import UtcDateTime
 
-__all__ = ["MysqlDialect"]
+__all__ = ["MysqlDialect", "MysqlWatermark"]
 
 
 class MysqlDialect(Dialect):
     """Inbox statements for MariaDB and MySQL."""
-
-    names = ("mysql", "mariadb")
-    supports_skip_locked = True
 
     def __init__(
         self, tables: InboxTables, lock_timeout: dt.timedelta | None, *, is_mariadb: bool = True
@@ -70,6 +72,14 @@ class MysqlDialect(Dialect):
             details=upsert.inserted.details,
         )
 
+    @classmethod
+    def for_dialect(
+        cls, sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
+    ) -> Dialect:
+        """MariaDB bounds the lock wait per statement; MySQL cannot."""
+        is_mariadb = bool(getattr(sa_dialect, "is_mariadb", False))
+        return cls(tables, lock_timeout, is_mariadb=is_mariadb)
+
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Insert-ignore, then a locking read when the row was already there."""
         if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
@@ -82,3 +92,32 @@ class MysqlDialect(Dialect):
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON DUPLICATE KEY UPDATE`` counting occurrences."""
         return self._quarantine_stmt
+
+
+class MysqlWatermark(Watermark):
+    """A conditional ``UPDATE``, then ``INSERT IGNORE`` for a new key."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(table)
+        name = table.name  # built from a validated prefix; every value is bound
+        self._raise = text(
+            f"UPDATE {name} SET position = :position, updated_at = :updated_at"
+            " WHERE consumer = :consumer AND `key` = :key AND position < :position"
+        ).bindparams(self.updated_at)
+        self._insert_ignore = text(
+            f"INSERT IGNORE INTO {name} (consumer, `key`, position, updated_at)"
+            " VALUES (:consumer, :key, :position, :updated_at)"
+        ).bindparams(self.updated_at)
+
+    def advance(self, values: Mapping[str, Any]) -> Steps[bool]:
+        """Raise, else insert; if the insert lost a race, raise once more.
+
+        The driver reports *matched* rows and the WHERE only matches a lower
+        position, so a count of 1 means it advanced. (``ON DUPLICATE KEY
+        UPDATE`` cannot tell "inserted" from "unchanged" under that flag.)
+        """
+        if (yield self._raise, values).rowcount:  # type: ignore[attr-defined]
+            return True
+        if (yield self._insert_ignore, values).rowcount:  # type: ignore[attr-defined]
+            return True
+        return bool((yield self._raise, values).rowcount)  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""PostgreSQL (psycopg 3, asyncpg).
+"""PostgreSQL inbox statements: the claim, the result store, the quarantine upsert.
 
 Features:
 
@@ -26,18 +26,15 @@ from typing import Any
 from sqlalchemy import Boolean, Executable, bindparam, column, text
 from sqlalchemy.dialects.postgresql import insert
 
-from inboxguard.sql.dialects.base import Claim, ClaimSteps, Dialect
-from inboxguard.sql.schema import InboxTables, UtcDateTime, digest_type, id_type, long_text
+from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, on_conflict_quarantine
+from inboxguard.sql.tables import InboxTables
+from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
 __all__ = ["PostgresqlDialect"]
 
 
 class PostgresqlDialect(Dialect):
     """Inbox statements for PostgreSQL."""
-
-    names = ("postgresql",)
-    supports_skip_locked = True
-    duplicate_in_one_round_trip = True
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
@@ -61,7 +58,7 @@ class PostgresqlDialect(Dialect):
                 column("fresh", Boolean()),
             )
         )
-        self._quarantine_stmt = _quarantine_upsert(tables)
+        self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
 
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Claim in one round trip; read again only after a lost race."""
@@ -122,18 +119,4 @@ def _claim_sql(name: str, lock_timeout: dt.timedelta | None) -> str:
         f" SELECT NULL, NULL, NULL, NULL, {restore}"
         " WHERE NOT EXISTS (SELECT 1 FROM claimed)"
         f" AND NOT EXISTS (SELECT 1{stored})"
-    )
-
-
-def _quarantine_upsert(tables: InboxTables) -> Executable:
-    q = tables.quarantine
-    stmt = insert(q)
-    return stmt.on_conflict_do_update(
-        index_elements=[q.c.consumer, q.c.command_id, q.c.reason, q.c.incoming_digest],
-        set_={
-            "occurrences": q.c.occurrences + 1,
-            "last_seen_at": stmt.excluded.last_seen_at,
-            "status": "open",
-            "details": stmt.excluded.details,
-        },
     )

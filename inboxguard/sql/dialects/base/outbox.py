@@ -1,5 +1,5 @@
 """The outbox's statements: what every database shares, and the interface
-each dialect module (``_postgresql``, ``_mysql``, ``_sqlite``) implements.
+each database's ``outbox`` module implements.
 
 A claim leases rows: in one short transaction it picks due rows, moves
 their ``due_at`` to the end of the lease, counts the attempt and stamps a
@@ -26,13 +26,11 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.sql.elements import TextClause
 
-from inboxguard.errors import UnsupportedDialectError
-from inboxguard.sql.outbox_tables import OutboxTables
+from inboxguard.sql.tables import OutboxTables
 
-__all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements", "statements_for"]
+__all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements"]
 
 #: The columns ``Outbox.add()`` writes, in the order of its INSERT.
 ADD_COLUMNS = (
@@ -50,11 +48,14 @@ ADD_COLUMNS = (
 class OutboxStatements(ABC):
     """Statements of one database for one outbox table."""
 
-    #: Claims use ``FOR UPDATE SKIP LOCKED``, so dispatchers never wait on
-    #: each other and never claim the same row.
-    supports_skip_locked: ClassVar[bool] = False
-    #: More than one dispatcher may run against the same database.
+    #: More than one dispatcher may run against the same database (their
+    #: claims skip each other's locked rows); else one dispatcher per database.
     concurrent_dispatchers: ClassVar[bool] = True
+    #: Isolation level a claim's transaction runs at (None: the engine's).
+    claim_isolation_level: ClassVar[str | None] = None
+    #: A producer can wake dispatchers at commit (:meth:`notify`), and a
+    #: dispatcher can LISTEN for it.
+    supports_notify: ClassVar[bool] = False
 
     def __init__(self, tables: OutboxTables) -> None:
         t = tables.outbox
@@ -73,6 +74,21 @@ class OutboxStatements(ABC):
         self.lookup_digest: Executable = select(t.c.digest).where(
             t.c.command_id == bindparam("b_command_id")
         )
+        self.due_rows = (
+            select(*self.claim_columns)
+            .where(t.c.due_at <= bindparam("b_now"))
+            .order_by(t.c.due_at)
+            .limit(bindparam("b_limit"))
+        )
+        self.backlog_stmt: Executable = select(func.count(), func.min(t.c.created_at)).where(
+            t.c.due_at.is_not(None)
+        )
+        self._outcome_statements()
+
+    def _outcome_statements(self) -> None:
+        """The writes that record a dispatch's outcome, each guarded so that a
+        row is changed only by the lease holder (or delivered only once)."""
+        t = self.table
         self.mark_delivered: Executable = (
             update(t)
             .where(t.c.id == bindparam("b_id"), t.c.delivered_at.is_(None))
@@ -107,15 +123,6 @@ class OutboxStatements(ABC):
             .where(t.c.id == bindparam("b_id"), t.c.lease_token == bindparam("b_token"))
             .values(due_at=bindparam("b_due"), attempts=t.c.attempts - 1, lease_token=None)
         )
-        self.due_rows = (
-            select(*self.claim_columns)
-            .where(t.c.due_at <= bindparam("b_now"))
-            .order_by(t.c.due_at)
-            .limit(bindparam("b_limit"))
-        )
-        self.backlog_stmt: Executable = select(func.count(), func.min(t.c.created_at)).where(
-            t.c.due_at.is_not(None)
-        )
 
     def insert_text(self, *, verb: str = "INSERT", suffix: str = "") -> TextClause:
         """The add statement as SQL text with typed parameters.
@@ -147,6 +154,26 @@ class OutboxStatements(ABC):
         """The read of a stored digest after an insert found the ID taken."""
         return self.lookup_digest
 
+    def notify(self, channel: str) -> Executable:
+        """A statement, run in the producer's transaction, that wakes the
+        dispatchers listening on ``channel`` when it commits.
+
+        Raises:
+            NotImplementedError: the database has no notifications
+                (:attr:`supports_notify` is false).
+        """
+        msg = "this database has no LISTEN/NOTIFY"
+        raise NotImplementedError(msg)
+
+    def listen(self, channel: str) -> str:
+        """The driver-level statement that subscribes a connection to ``channel``.
+
+        Raises:
+            NotImplementedError: :attr:`supports_notify` is false.
+        """
+        msg = "this database has no LISTEN/NOTIFY"
+        raise NotImplementedError(msg)
+
     def lease_values(self) -> dict[str, Any]:
         """The SET clause of a claim: due at the lease's end, one more attempt,
         our token."""
@@ -170,6 +197,41 @@ class OutboxStatements(ABC):
         t = self.table
         ids = select(t.c.id).where(where).limit(limit).scalar_subquery()
         return delete(t).where(t.c.id.in_(ids))
+
+    # -- operator reads and upkeep (the same statements on every database) -----------
+
+    def count_of(self, which: str) -> Executable:
+        """``SELECT count(*)`` of the ``"dead"`` or the ``"delivered"`` rows."""
+        column = {"dead": self.table.c.dead_at, "delivered": self.table.c.delivered_at}[which]
+        return select(func.count()).where(column.is_not(None))
+
+    def rows(self, *, command_id: str | None = None, limit: int) -> Executable:
+        """Whole rows in id order: the one of ``command_id``, else the dead ones."""
+        t = self.table
+        where = t.c.dead_at.is_not(None) if command_id is None else t.c.command_id == command_id
+        return select(t).where(where).order_by(t.c.id).limit(limit)
+
+    def retry_dead(self, command_ids: list[str] | None, now: dt.datetime) -> Executable:
+        """Dead rows (all, or those of ``command_ids``) due again at ``now``, attempts reset."""
+        t = self.table
+        where: ColumnElement[bool] = t.c.dead_at.is_not(None)
+        if command_ids is not None:
+            where = where & t.c.command_id.in_(command_ids)
+        return update(t).where(where).values(dead_at=None, due_at=now, attempts=0)
+
+    def purge_delivered(self, before: dt.datetime, limit: int) -> Executable:
+        """Delete at most ``limit`` rows delivered at or before ``before``."""
+        return self.bounded_delete(self.table.c.delivered_at <= before, limit)
+
+    def compact_delivered(self, before: dt.datetime, now: dt.datetime, limit: int) -> Executable:
+        """Drop payload, headers and receipt of at most ``limit`` rows delivered
+        at or before ``before`` and not yet compacted."""
+        t = self.table
+        return self.bounded_update(
+            (t.c.delivered_at <= before) & t.c.compacted_at.is_(None),
+            limit,
+            {"payload": None, "headers": None, "receipt": None, "compacted_at": now},
+        )
 
     @abstractmethod
     def claim(
@@ -210,29 +272,3 @@ class ReturningOutboxStatements(OutboxStatements):
         params = {"b_now": now, "b_limit": limit, "b_lease": lease_until, "b_token": token}
         rows = conn.execute(self._claim, params).all()
         return sorted((tuple(row) for row in rows), key=lambda row: row[0])
-
-
-def statements_for(sa_dialect: SaDialect, tables: OutboxTables) -> OutboxStatements:
-    """Return the outbox statements for a SQLAlchemy dialect.
-
-    Raises:
-        UnsupportedDialectError: not PostgreSQL, MariaDB/MySQL or SQLite.
-    """
-    name = sa_dialect.name
-    if name == "postgresql":
-        from inboxguard.sql._outbox.postgresql import PostgresqlOutbox  # noqa: PLC0415
-
-        return PostgresqlOutbox(tables)
-    if name in {"mysql", "mariadb"}:
-        from inboxguard.sql._outbox.mysql import MysqlOutbox  # noqa: PLC0415
-
-        return MysqlOutbox(tables)
-    if name == "sqlite":
-        from inboxguard.sql._outbox.sqlite import SqliteOutbox  # noqa: PLC0415
-
-        return SqliteOutbox(tables)
-    msg = (
-        f"database {name!r} is not supported by the outbox; it runs on PostgreSQL,"
-        " MariaDB/MySQL and SQLite"
-    )
-    raise UnsupportedDialectError(msg)

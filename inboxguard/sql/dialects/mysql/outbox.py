@@ -22,8 +22,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Executable, bindparam, delete, update
 
-from inboxguard.sql._outbox.statements import OutboxStatements
-from inboxguard.sql.outbox_tables import OutboxTables
+from inboxguard.sql.dialects.base.outbox import OutboxStatements
+from inboxguard.sql.tables import OutboxTables
 
 __all__ = ["MysqlOutbox"]
 
@@ -34,7 +34,8 @@ _ATTEMPTS = 7
 class MysqlOutbox(OutboxStatements):
     """Outbox statements for MariaDB and MySQL."""
 
-    supports_skip_locked = True
+    #: READ COMMITTED takes no gap locks, so producers never wait for a claim.
+    claim_isolation_level = "READ COMMITTED"
 
     def __init__(self, tables: OutboxTables) -> None:
         super().__init__(tables)

@@ -1,1 +1,0 @@
-"""The outbox's statements per database (being folded into ``sql.dialects``)."""

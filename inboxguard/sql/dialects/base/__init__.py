@@ -1,0 +1,42 @@
+"""What every database provides, and the record that names one database's
+statements.
+
+A database plugs in with one folder beside this one (``inbox``, ``outbox``
+and ``purge`` modules, and a :class:`Database` record in its ``__init__``)
+and one line in the registry, :mod:`inboxguard.sql.dialects`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inboxguard.sql.dialects.base.inbox import Dialect, Watermark
+from inboxguard.sql.dialects.base.outbox import OutboxStatements
+from inboxguard.sql.dialects.base.purge import PurgeStatements
+
+__all__ = ["Database"]
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """One supported database: the SQLAlchemy dialect names it serves and the
+    classes holding every statement inboxguard runs on it.
+
+    Capability flags are class attributes of the statement classes (for
+    instance :attr:`OutboxStatements.concurrent_dispatchers`,
+    :attr:`PurgeStatements.single_purger`); the services read them instead of
+    testing the database's name.
+    """
+
+    #: How messages name the database.
+    label: str
+    #: SQLAlchemy dialect names (``Dialect.name``) this database serves.
+    names: tuple[str, ...]
+    #: The inbox: claim, result store, quarantine upsert.
+    inbox: type[Dialect]
+    #: The advance of a domain watermark.
+    watermark: type[Watermark]
+    #: The purge: single-purger lock and one batch of each step.
+    purge: type[PurgeStatements]
+    #: The outbox: add, claim for dispatch, outcome records, compaction.
+    outbox: type[OutboxStatements]

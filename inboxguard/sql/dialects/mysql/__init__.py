@@ -1,0 +1,26 @@
+"""MariaDB and MySQL (PyMySQL): every statement inboxguard runs on them.
+
+Each module's docstring starts with a *Features* block: :mod:`.inbox` (``INSERT
+IGNORE`` claim, per-statement lock wait on MariaDB, the watermark advance),
+:mod:`.outbox` (``SKIP LOCKED`` pick, then lease) and :mod:`.purge`
+(``GET_LOCK``, key-by-key batches at READ COMMITTED).
+"""
+
+from __future__ import annotations
+
+from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.mysql.inbox import MysqlDialect, MysqlWatermark
+from inboxguard.sql.dialects.mysql.outbox import MysqlOutbox
+from inboxguard.sql.dialects.mysql.purge import MysqlPurge
+
+__all__ = ["DATABASE", "MysqlDialect", "MysqlOutbox", "MysqlPurge", "MysqlWatermark"]
+
+#: MariaDB 10.6+ or MySQL 8.0+ (``FOR UPDATE SKIP LOCKED``).
+DATABASE = Database(
+    label="MariaDB/MySQL",
+    names=("mysql", "mariadb"),
+    inbox=MysqlDialect,
+    watermark=MysqlWatermark,
+    purge=MysqlPurge,
+    outbox=MysqlOutbox,
+)

@@ -1,0 +1,28 @@
+"""PostgreSQL (psycopg 3, asyncpg): every statement inboxguard runs on it.
+
+Each module's docstring starts with a *Features* block: :mod:`.inbox` (the
+claim in one round trip, ``lock_timeout`` scoped to the claim), :mod:`.outbox`
+(one-statement ``SKIP LOCKED`` claim, ``LISTEN``/``NOTIFY``) and :mod:`.purge`
+(advisory lock, ``ctid`` batches). The watermark is the shared
+``ON CONFLICT`` upsert.
+"""
+
+from __future__ import annotations
+
+from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
+from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
+from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
+
+__all__ = ["DATABASE", "PostgresqlDialect", "PostgresqlOutbox", "PostgresqlPurge"]
+
+#: PostgreSQL 12 or later (the claim uses ``WITH ... AS MATERIALIZED``).
+DATABASE = Database(
+    label="PostgreSQL",
+    names=("postgresql",),
+    inbox=PostgresqlDialect,
+    watermark=OnConflictWatermark,
+    purge=PostgresqlPurge,
+    outbox=PostgresqlOutbox,
+)

@@ -1,0 +1,259 @@
+"""Every inboxguard table, as SQLAlchemy Core, on one MetaData per table prefix.
+
+- the inbox's tables (:func:`inbox_tables`): ``inbox`` (the evidence),
+  ``quarantine`` (refused messages) and ``watermark`` (one position per key);
+- the outbox's table (:func:`outbox_tables`);
+- the effect ledger's tables (:func:`effect_tables`): ``effects`` and its
+  append-only ``effect_history``.
+
+Each builder is cached per prefix, so a prefix always maps to the same
+:class:`~sqlalchemy.schema.Table` objects.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    UniqueConstraint,
+    text,
+)
+
+from inboxguard.sql.types import NAMING_CONVENTION, UtcDateTime, digest_type, id_type, long_text
+
+__all__ = [
+    "EffectTables",
+    "InboxTables",
+    "OutboxTables",
+    "effect_tables",
+    "inbox_tables",
+    "outbox_tables",
+    "watermark_table",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class InboxTables:
+    """The inbox tables of one prefix: ``inbox``, ``quarantine`` and ``watermark``."""
+
+    metadata: MetaData
+    inbox: Table
+    quarantine: Table
+    watermark: Table
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxTables:
+    """The outbox table of one prefix."""
+
+    metadata: MetaData
+    outbox: Table
+
+
+@dataclass(frozen=True, slots=True)
+class EffectTables:
+    """The ledger tables of one prefix: ``effects`` and ``history``."""
+
+    metadata: MetaData
+    effects: Table
+    history: Table
+
+
+@functools.cache
+def inbox_tables(prefix: str) -> InboxTables:
+    """Return the (cached) inbox tables for ``prefix``; one MetaData per prefix."""
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    return InboxTables(
+        metadata,
+        _inbox(metadata, prefix),
+        _quarantine(metadata, prefix),
+        _watermark(metadata, prefix),
+    )
+
+
+def watermark_table(tables: InboxTables) -> Table:
+    """The ``<prefix>watermark`` table, on the inbox's MetaData."""
+    return tables.watermark
+
+
+def _inbox(metadata: MetaData, prefix: str) -> Table:
+    """One evidence row per (consumer, command_id), kept until ``expires_at``."""
+    inbox = Table(
+        f"{prefix}inbox",
+        metadata,
+        Column("consumer", id_type(), nullable=False),
+        Column("command_id", id_type(), nullable=False),
+        Column("digest", digest_type(), nullable=False),
+        Column("result", long_text(), nullable=True),
+        Column("processed_at", UtcDateTime(), nullable=False),
+        Column("expires_at", UtcDateTime(), nullable=False),
+        Column("result_expires_at", UtcDateTime(), nullable=True),
+        PrimaryKeyConstraint("consumer", "command_id"),
+        Index(f"ix_{prefix}inbox_expires_at", "expires_at"),
+    )
+    # Purge's compaction step finds results past result_ttl through this index;
+    # partial where the database allows, so inboxes without a result_ttl pay nothing.
+    has_ttl = inbox.c.result_expires_at.is_not(None)
+    Index(
+        f"ix_{prefix}inbox_result_expires_at",
+        inbox.c.result_expires_at,
+        postgresql_where=has_ttl,
+        sqlite_where=has_ttl,
+    )
+    return inbox
+
+
+def _quarantine(metadata: MetaData, prefix: str) -> Table:
+    """One record per refused (consumer, command_id, reason, incoming_digest)."""
+    return Table(
+        f"{prefix}quarantine",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("consumer", id_type(), nullable=False),
+        Column("command_id", id_type(), nullable=False),
+        Column("reason", String(64), nullable=False),
+        Column("incoming_digest", digest_type(), nullable=False),
+        Column("stored_digest", digest_type(), nullable=True),
+        Column("first_seen_at", UtcDateTime(), nullable=False),
+        Column("last_seen_at", UtcDateTime(), nullable=False),
+        Column("occurrences", Integer, nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("details", long_text(), nullable=True),
+        UniqueConstraint(
+            "consumer",
+            "command_id",
+            "reason",
+            "incoming_digest",
+            name=f"uq_{prefix}quarantine_identity",
+        ),
+        Index(f"ix_{prefix}quarantine_status", "status", "last_seen_at"),
+    )
+
+
+def _watermark(metadata: MetaData, prefix: str) -> Table:
+    """One monotonic position per (consumer, key), kept forever."""
+    return Table(
+        f"{prefix}watermark",
+        metadata,
+        Column("consumer", id_type(), nullable=False),
+        Column("key", id_type(), nullable=False),
+        Column("position", BigInteger, nullable=False),
+        Column("updated_at", UtcDateTime(), nullable=False),
+        PrimaryKeyConstraint("consumer", "key"),
+    )
+
+
+@functools.cache
+def outbox_tables(prefix: str) -> OutboxTables:
+    """Return the (cached) outbox table for ``prefix``.
+
+    One row per outgoing command. ``due_at`` drives polling: it holds the time
+    the row may next be claimed while the row is pending (or leased), and is
+    NULL once the row is delivered or dead. The polling index covers ``due_at``
+    only, so it stays as small as the backlog (on PostgreSQL it is a partial
+    index that leaves finished rows out altogether).
+    """
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    name = f"{prefix}outbox"
+    outbox = Table(
+        name,
+        metadata,
+        Column(
+            "id",
+            BigInteger().with_variant(Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
+        Column("command_id", id_type(), nullable=False),
+        Column("destination", id_type(), nullable=False),
+        # NULL once compacted: the identity and digest outlive the payload.
+        Column("payload", long_text(), nullable=True),
+        Column("headers", long_text(), nullable=True),
+        Column("digest", digest_type(), nullable=False),
+        Column("created_at", UtcDateTime(), nullable=False),
+        # When the row may next be claimed; NULL when delivered or dead.
+        Column("due_at", UtcDateTime(), nullable=True),
+        Column("attempts", Integer, nullable=False, server_default=text("0")),
+        Column("lease_token", String(32), nullable=True),
+        Column("last_error", long_text(), nullable=True),
+        Column("delivered_at", UtcDateTime(), nullable=True),
+        Column("receipt", long_text(), nullable=True),
+        Column("dead_at", UtcDateTime(), nullable=True),
+        Column("compacted_at", UtcDateTime(), nullable=True),
+        UniqueConstraint("command_id", name=f"uq_{name}_command_id"),
+        Index(f"ix_{name}_due_at", "due_at", postgresql_where=text("due_at IS NOT NULL")),
+        Index(f"ix_{name}_delivered_at", "delivered_at"),
+        Index(f"ix_{name}_dead_at", "dead_at"),
+    )
+    return OutboxTables(metadata, outbox)
+
+
+@functools.cache
+def effect_tables(prefix: str) -> EffectTables:
+    """Return the (cached) ledger tables for ``prefix``; one MetaData per prefix.
+
+    The effects row carries the state, the payload digest, the receipt, a
+    ``version`` bumped by every write and a ``fencing_token`` bumped by every
+    lease acquisition; every write after the first is an UPDATE conditioned on
+    the fencing token and the expected state, so a fenced-out worker changes
+    nothing. The history table is only ever inserted into.
+    """
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    return EffectTables(metadata, _effects(metadata, prefix), _history(metadata, prefix))
+
+
+def _effects(metadata: MetaData, prefix: str) -> Table:
+    """One row per effect: its state, lease, fencing token and receipt."""
+    return Table(
+        f"{prefix}effects",
+        metadata,
+        Column("effect_key", id_type(), nullable=False),
+        Column("provider", String(255), nullable=False),
+        Column("digest", digest_type(), nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("fencing_token", Integer, nullable=False),
+        Column("lease_owner", String(255), nullable=True),
+        Column("lease_expires_at", UtcDateTime(), nullable=True),
+        Column("attempts", Integer, nullable=False),
+        Column("applied", Boolean, nullable=True),
+        Column("receipt_reference", String(255), nullable=True),
+        Column("receipt_details", long_text(), nullable=True),
+        Column("compensation_reference", String(255), nullable=True),
+        Column("compensation_details", long_text(), nullable=True),
+        Column("last_error", long_text(), nullable=True),
+        Column("first_sent_at", UtcDateTime(), nullable=False),
+        Column("created_at", UtcDateTime(), nullable=False),
+        Column("updated_at", UtcDateTime(), nullable=False),
+        PrimaryKeyConstraint("effect_key"),
+        Index(f"ix_{prefix}effects_state", "state", "updated_at"),
+    )
+
+
+def _history(metadata: MetaData, prefix: str) -> Table:
+    """Every transition of every effect, append-only."""
+    return Table(
+        f"{prefix}effect_history",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("effect_key", id_type(), nullable=False),
+        Column("from_state", String(16), nullable=True),
+        Column("to_state", String(16), nullable=False),
+        Column("event", String(32), nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("fencing_token", Integer, nullable=False),
+        Column("actor", String(255), nullable=False),
+        Column("at", UtcDateTime(), nullable=False),
+        Column("note", long_text(), nullable=True),
+        Index(f"ix_{prefix}effect_history_key", "effect_key", "id"),
+    )
