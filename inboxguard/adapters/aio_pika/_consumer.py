@@ -25,7 +25,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aio_pika import Message
@@ -84,32 +84,8 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         ConfigurationError: an argument cannot keep the guarantees.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
     get_id = id_getter(command_id)
-    excluded = tuple(exclude)
-
-    async def run(body: Any, message: AbstractIncomingMessage, cid: str, **kw: Any) -> None:
-        async with (
-            session_factory() as session,
-            session.begin(),
-            inbox.guard_async(
-                session, consumer=consumer, command_id=cid, payload=body, exclude=excluded, **kw
-            ) as entry,
-        ):
-            if not entry.duplicate:
-                entry.result = await handler(body, message)
-
-    async def give_up(cid: str, body: Any, error: Exception, details: dict[str, Any]) -> None:
-        async with session_factory() as session:
-            engine = (await session.connection()).engine
-        await inbox.quarantine_delivery_async(
-            engine,
-            consumer=consumer,
-            command_id=cid,
-            payload=body,
-            reason=QuarantineReason.RETRIES_EXHAUSTED,
-            exclude=excluded,
-            details={**details, "last_error": repr(error)},
-        )
 
     async def callback(message: AbstractIncomingMessage) -> None:
         attempt = policy.receive(message.headers)
@@ -124,16 +100,73 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
             await _quietly(message.reject(requeue=False), "reject")
             return
         try:
-            await run(body, message, cid, sent_at=sent_at, details=details)
+            await run(body, message, cid, sent_at, details)
         except Exception as error:
             step = attempt.settle(error, cid, details)
             if step is Step.GIVE_UP:
-                await give_up(cid, body, error, details)
+                await run.exhausted(cid, body, error, details)
         else:
             step = Step.ACK
         await _perform(step, message, attempt, exchange)
 
     return callback
+
+
+class _Runner:
+    """One delivery's transaction: guard, awaited handler, commit."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        inbox: Inbox,
+        session_factory: Callable[[], AsyncSession],
+        consumer: str,
+        exclude: tuple[str, ...],
+    ) -> None:
+        self.handler = handler
+        self.inbox = inbox
+        self.session_factory = session_factory
+        self.consumer = consumer
+        self.exclude = exclude
+
+    async def __call__(
+        self,
+        body: Any,
+        message: AbstractIncomingMessage,
+        cid: str,
+        sent_at: dt.datetime | None,
+        details: Mapping[str, Any],
+    ) -> None:
+        async with (
+            self.session_factory() as session,
+            session.begin(),
+            self.inbox.guard_async(
+                session,
+                consumer=self.consumer,
+                command_id=cid,
+                payload=body,
+                exclude=self.exclude,
+                sent_at=sent_at,
+                details=details,
+            ) as entry,
+        ):
+            if not entry.duplicate:
+                entry.result = await self.handler(body, message)
+
+    async def exhausted(
+        self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]
+    ) -> None:
+        async with self.session_factory() as session:
+            engine = (await session.connection()).engine
+        await self.inbox.quarantine_delivery_async(
+            engine,
+            consumer=self.consumer,
+            command_id=cid,
+            payload=body,
+            reason=QuarantineReason.RETRIES_EXHAUSTED,
+            exclude=self.exclude,
+            details={**details, "last_error": repr(error)},
+        )
 
 
 def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[str, Any]:
