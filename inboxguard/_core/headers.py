@@ -30,7 +30,7 @@ DIGEST = "x-inbox-digest"
 #: a consumer documents it); a consumer passes it as ``sent_at`` to refuse
 #: replays older than its evidence.
 SENT_AT = "x-inbox-sent-at"
-#: The spelling of :data:`SENT_AT` the Celery adapter stamped before 0.3; still
+#: The spelling of :data:`SENT_AT` earlier Celery adapters stamped; still
 #: read, so that messages already in flight keep their age check.
 LEGACY_SENT_AT = "x-inboxguard-sent-at"
 #: Every spelling of the sent time a reader accepts, canonical first.
