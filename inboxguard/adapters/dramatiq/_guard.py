@@ -2,7 +2,7 @@
 
 The middleware replaces a guarded actor's ``fn`` with a :class:`GuardedFn`
 (or, for an ``async def`` actor, the coroutine function of
-``_dramatiq_aguard``), so the transaction lives inside the actor call itself.
+``_async_guard``), so the transaction lives inside the actor call itself.
 Nothing on this path depends on a middleware hook whose failure Dramatiq
 would log and swallow: every outcome is the actor's return value or the
 exception it raises. :class:`GuardCore` holds what both flavours share: the
