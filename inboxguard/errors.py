@@ -1,34 +1,43 @@
 """Every exception inboxguard raises, in one tree.
 
 Each class says what happened and what to do about it, carries a stable
-``code`` (the anchor of its entry in ``docs/errors.md``) and a ``retryable``
-flag, so that adapters can choose between "retry later" and "dead-letter"
-without a table of their own::
+``code`` (the anchor of its entry in ``docs/errors.md``) and a
+``disposition`` (see :class:`inboxguard._core.outcome.Disposition`), so that
+adapters choose between "refuse", "retry later" and "let it fail" without a
+table of their own; ``retryable`` is true exactly when the disposition is
+``retry``::
 
-    InboxGuardError                      base; never raised directly
-    ├── ConfigurationError               setup misuse, detected early
+    InboxGuardError                      base; never raised directly      fail
+    ├── ConfigurationError               setup misuse, detected early     fail
     │   ├── UnsupportedDialectError      the engine's database is not supported
     │   └── RetentionMisalignedError     a replay window outlives the evidence
     ├── InvalidCommandError (ValueError) empty, too long or non-printable ID
+    │                                                                     refuse
     ├── PayloadEncodingError (TypeError) the payload has no canonical encoding
-    ├── NoActiveGuardError (LookupError) current_session() outside a guard
-    ├── CommandRejectedError             the message must not be processed:
-    │   │                                quarantine it and dead-letter it
-    │   ├── PayloadMismatchError         same command ID, different payload
-    │   └── BeyondRetentionError         older than the evidence horizon
+    │                                                                     refuse
+    ├── NoActiveGuardError (LookupError) current_session() outside a guard fail
+    ├── CommandRejectedError             the message must not be processed,
+    │   │                                now or on a retry: dead-letter it refuse
+    │   ├── PayloadConflictError         same ID, different payload digest
+    │   │   ├── PayloadMismatchError     the inbox's: quarantined
+    │   │   ├── OutboxPayloadConflictError  Outbox.add: nothing written
+    │   │   └── EffectPayloadConflictError  the ledger's (also an EffectError):
+    │   │                                   nothing sent
+    │   └── BeyondRetentionError         older than the evidence horizon:
+    │                                    quarantined
     ├── InProgressError                  another transaction holds the claim
-    │                                    (retryable)
-    └── EffectError                      the external-effect ledger
+    │                                                                     retry
+    └── EffectError                      the external-effect ledger       fail
         ├── InvalidTransitionError       a transition the state machine forbids
         ├── StaleLeaseError              a fenced-out worker tried to record
-        │                                (retryable: the new holder decides)
+        │                                (the new holder decides)         retry
         ├── EffectOutcomeUnknownError    the provider may or may not have acted,
-        │                                or another worker is acting (retryable)
+        │                                or another worker is acting      retry
         ├── ReconciliationRequiredError  no safe automatic path is left
         └── ProviderRejectedError        the provider definitely refused
 
-The ledger also raises :class:`PayloadMismatchError` (same effect key,
-different payload digest): nothing is sent and nothing is quarantined.
+``quarantined`` is true on the errors whose raising wrote a quarantine record
+(the inbox's :class:`PayloadMismatchError` and :class:`BeyondRetentionError`).
 
 Control flow is not an error: a duplicate is an outcome
 (:attr:`inboxguard.InboxEntry.duplicate`), never an exception.
@@ -36,7 +45,9 @@ Control flow is not an error: a duplicate is an outcome
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from inboxguard._core.outcome import Disposition
 
 __all__ = [
     "BeyondRetentionError",
@@ -44,11 +55,14 @@ __all__ = [
     "ConfigurationError",
     "EffectError",
     "EffectOutcomeUnknownError",
+    "EffectPayloadConflictError",
     "InProgressError",
     "InboxGuardError",
     "InvalidCommandError",
     "InvalidTransitionError",
     "NoActiveGuardError",
+    "OutboxPayloadConflictError",
+    "PayloadConflictError",
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
@@ -67,8 +81,21 @@ class InboxGuardError(Exception):
 
     #: Stable identifier of the error, also its anchor in ``docs/errors.md``.
     code: ClassVar[str] = "inboxguard-error"
-    #: True when the same message may succeed if it is delivered again later.
+    #: What a delivery that raised it must become (refuse, retry or fail).
+    disposition: ClassVar[Disposition] = Disposition.FAIL
+    #: True when the same message may succeed if it is delivered again later;
+    #: derived from ``disposition`` (a subclass that sets only ``retryable``
+    #: gets the matching disposition).
     retryable: ClassVar[bool] = False
+    #: True when raising it wrote a quarantine record of the delivery.
+    quarantined: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Keep ``retryable`` and ``disposition`` in step on every subclass."""
+        super().__init_subclass__(**kwargs)
+        if "disposition" not in cls.__dict__ and "retryable" in cls.__dict__:
+            cls.disposition = Disposition.RETRY if cls.retryable else Disposition.FAIL
+        cls.retryable = cls.disposition is Disposition.RETRY
 
     def __str__(self) -> str:
         """Return the message followed by a pointer to its documentation."""
@@ -132,6 +159,7 @@ class InvalidCommandError(InboxGuardError, ValueError):
     """
 
     code = "invalid-command"
+    disposition = Disposition.REFUSE
 
 
 class PayloadEncodingError(InboxGuardError, TypeError):
@@ -142,6 +170,7 @@ class PayloadEncodingError(InboxGuardError, TypeError):
     """
 
     code = "payload-encoding"
+    disposition = Disposition.REFUSE
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
@@ -157,33 +186,59 @@ class NoActiveGuardError(InboxGuardError, LookupError):
 class CommandRejectedError(InboxGuardError):
     """The incoming message must not be processed, now or on a retry.
 
-    A quarantine record has been written in its own transaction; the caller's
-    transaction must be rolled back and the message dead-lettered, not retried.
+    Roll back the caller's transaction and dead-letter the message; never
+    retry it. When the inbox raised it (``quarantined`` is true), a quarantine
+    record has been written in its own transaction first. ``consumer`` is the
+    consumer the inbox filed the record under, None when no inbox was involved.
     """
 
     code = "command-rejected"
+    disposition = Disposition.REFUSE
 
-    def __init__(self, message: str, *, consumer: str, command_id: str) -> None:
+    def __init__(self, message: str, *, consumer: str | None, command_id: str) -> None:
         super().__init__(message)
         self.consumer = consumer
         self.command_id = command_id
 
 
-class PayloadMismatchError(CommandRejectedError):
-    """The command ID was already processed with a different payload digest.
+class PayloadConflictError(CommandRejectedError):
+    """A command ID (or effect key) is already stored with another payload digest.
 
-    This is an integrity error (a reused ID generator, or a command mutated
-    between retries), so the guard fails closed: the block does not run, the
-    stored result is not returned, and the message is quarantined. The
-    outbox raises it too, when a command ID is added again with another
-    payload (nothing is written then).
+    An integrity error (a reused ID generator, or a command mutated between
+    retries), so inboxguard fails closed. Catch this class to handle every
+    payload conflict; its subclasses say where it was found and what was
+    written: :class:`PayloadMismatchError` (the inbox, quarantined),
+    :class:`OutboxPayloadConflictError` and :class:`EffectPayloadConflictError`
+    (nothing written or sent, nothing quarantined).
+    """
 
-    The effect ledger raises it too, for an effect key already recorded with
-    another payload: ``consumer`` is then ``"inboxguard.effects"`` and
-    ``command_id`` the effect key; nothing is sent to the provider.
+    code = "payload-conflict"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command_id: str,
+        stored_digest: str,
+        incoming_digest: str,
+        consumer: str | None = None,
+    ) -> None:
+        super().__init__(message, consumer=consumer, command_id=command_id)
+        self.stored_digest = stored_digest
+        self.incoming_digest = incoming_digest
+
+
+class PayloadMismatchError(PayloadConflictError):
+    """The inbox holds this command ID with a different payload digest.
+
+    The guard fails closed: the block does not run, the stored result is not
+    returned, and the delivery is quarantined (``payload_mismatch``) under
+    ``consumer`` before this is raised. Only the inbox raises it.
     """
 
     code = "payload-mismatch"
+    quarantined = True
+    consumer: str
 
     def __init__(
         self,
@@ -202,9 +257,20 @@ class PayloadMismatchError(CommandRejectedError):
             " roll back, dead-letter the message and find out why the payload changed",
             consumer=consumer,
             command_id=command_id,
+            stored_digest=stored_digest,
+            incoming_digest=incoming_digest,
         )
-        self.stored_digest = stored_digest
-        self.incoming_digest = incoming_digest
+
+
+class OutboxPayloadConflictError(PayloadConflictError):
+    """``Outbox.add`` was given a command ID the outbox holds with another payload.
+
+    Two different commands under one ID; nothing was written and nothing was
+    quarantined (``consumer`` is None). Roll back and find out why the same
+    business intent produced a different command.
+    """
+
+    code = "outbox-payload-conflict"
 
 
 class BeyondRetentionError(CommandRejectedError):
@@ -215,6 +281,8 @@ class BeyondRetentionError(CommandRejectedError):
     """
 
     code = "beyond-retention"
+    quarantined = True
+    consumer: str
 
     def __init__(
         self, message: str, *, consumer: str, command_id: str, sent_at: object, limit: object
@@ -234,7 +302,7 @@ class InProgressError(InboxGuardError):
     """
 
     code = "in-progress"
-    retryable = True
+    disposition = Disposition.RETRY
 
     def __init__(self, message: str, *, consumer: str, command_id: str) -> None:
         super().__init__(message)
@@ -289,7 +357,7 @@ class StaleLeaseError(EffectError):
     """
 
     code = "stale-lease"
-    retryable = True
+    disposition = Disposition.RETRY
 
     def __init__(
         self, message: str, *, effect_key: str, token: int, current_token: int | None
@@ -310,7 +378,7 @@ class EffectOutcomeUnknownError(EffectError):
     """
 
     code = "effect-outcome-unknown"
-    retryable = True
+    disposition = Disposition.RETRY
 
     def __init__(self, message: str, *, effect_key: str, state: str) -> None:
         super().__init__(message, effect_key=effect_key)
@@ -349,3 +417,24 @@ class ProviderRejectedError(EffectError):
     ) -> None:
         super().__init__(message, effect_key=effect_key)
         self.reason = reason
+
+
+class EffectPayloadConflictError(PayloadConflictError, EffectError):
+    """The effect ledger holds this effect key with another payload digest.
+
+    Nothing was sent to the provider and nothing was quarantined
+    (``consumer`` is None); ``effect_key`` and ``command_id`` are both the key.
+    """
+
+    code = "effect-payload-conflict"
+
+    def __init__(
+        self, message: str, *, effect_key: str, stored_digest: str, incoming_digest: str
+    ) -> None:
+        super().__init__(
+            message,
+            command_id=effect_key,
+            stored_digest=stored_digest,
+            incoming_digest=incoming_digest,
+        )
+        self.effect_key = effect_key

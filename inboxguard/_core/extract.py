@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from inboxguard._core.identity import as_id
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["CommandIdSpec", "command_id_getter", "payload_of"]
@@ -33,14 +34,14 @@ def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int 
         ConfigurationError: ``spec`` names no parameter of ``fn``.
     """
     if callable(spec):
-        return lambda args, kwargs: _as_id(spec(*args, **kwargs))
+        return lambda args, kwargs: as_id(spec(*args, **kwargs))
     if not isinstance(spec, str):
         msg = f"command_id must be a callable or an argument name, got {spec!r}"
         raise ConfigurationError(msg)
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
-        return lambda args, kwargs: _as_id(kwargs[spec])
+        return lambda args, kwargs: as_id(kwargs[spec])
     params = list(signature.parameters.values())[skip:]
     if spec not in {p.name for p in params}:
         names = ", ".join(p.name for p in params) or "none"
@@ -51,12 +52,6 @@ def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int 
     def getter(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         bound = signature.bind_partial(*args, **kwargs)
         bound.apply_defaults()
-        return _as_id(bound.arguments.get(spec))
+        return as_id(bound.arguments.get(spec))
 
     return getter
-
-
-def _as_id(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return value

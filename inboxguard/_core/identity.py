@@ -8,11 +8,12 @@ import hashlib
 import re
 import uuid
 from decimal import Decimal
+from typing import Any
 from urllib.parse import quote
 
 from inboxguard.errors import InvalidCommandError
 
-__all__ = ["MAX_ID_LENGTH", "command_id_for", "validate_identity"]
+__all__ = ["MAX_ID_LENGTH", "as_id", "command_id_for", "validate_identity"]
 
 #: Longest command ID or consumer name, in characters (the column width).
 MAX_ID_LENGTH = 255
@@ -39,6 +40,14 @@ def validate_identity(value: object, field: str) -> str:
         raise InvalidCommandError(msg)
     if not value or len(value) > MAX_ID_LENGTH or not value.isprintable() or value != value.strip():
         raise InvalidCommandError(_explain(value, field))
+    return value
+
+
+def as_id(value: Any) -> Any:
+    """An int command ID as its decimal string; anything else unchanged (and
+    left for :func:`validate_identity` to judge)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return value
 
 

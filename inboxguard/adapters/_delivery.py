@@ -1,6 +1,7 @@
-"""What the kombu and aio-pika adapters share: headers, command IDs, sent times.
+"""What the kombu and aio-pika adapters read from a delivery: attempt and
+retry-at headers, command IDs, sent times.
 
-Imports no framework.
+Imports no framework. The header names come from :mod:`inboxguard._core.headers`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from inboxguard._core import headers as _headers
+from inboxguard._core.identity import as_id
 from inboxguard.errors import ConfigurationError, InvalidCommandError
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "parse_sent_at",
     "retry_headers",
     "seconds_until_due",
+    "sent_at_from",
 ]
 
 #: Deliveries of one message before it is quarantined as ``retries_exhausted``.
@@ -31,12 +35,13 @@ DEFAULT_MAX_ATTEMPTS = 5
 #: Minimum spacing between two attempts of one message.
 DEFAULT_RETRY_DELAY = dt.timedelta(seconds=1)
 #: Header counting deliveries of one message through the retry path (first = 1).
-ATTEMPT_HEADER = "x-inbox-attempt"
+ATTEMPT_HEADER = _headers.ATTEMPT
 #: Header (epoch seconds) before which a retried copy is not processed.
-RETRY_AT_HEADER = "x-inbox-retry-at"
+RETRY_AT_HEADER = _headers.RETRY_AT
 #: Header with the time the command was sent (ISO 8601 or epoch seconds); it
-#: wins over the AMQP ``timestamp`` property.
-SENT_AT_HEADER = "x-inbox-sent-at"
+#: wins over the AMQP ``timestamp`` property. The legacy spelling
+#: ``x-inboxguard-sent-at`` is read too.
+SENT_AT_HEADER = _headers.SENT_AT
 
 
 def check_retry_policy(max_attempts: int, retry_delay: dt.timedelta) -> float:
@@ -57,9 +62,9 @@ def check_retry_policy(max_attempts: int, retry_delay: dt.timedelta) -> float:
 def id_getter(spec: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
     """Command ID from a decoded body: a callable over it, or a key of it."""
     if callable(spec):
-        return lambda body: _as_id(spec(body))
+        return lambda body: as_id(spec(body))
     if isinstance(spec, str):
-        return lambda body: _as_id(_key(body, spec))
+        return lambda body: as_id(_key(body, spec))
     msg = f"command_id must be a callable over the body or a key of it, got {spec!r}"
     raise ConfigurationError(msg)
 
@@ -69,12 +74,6 @@ def _key(body: Any, key: str) -> Any:
         msg = f"the message body has no {key!r} key to take the command_id from; got {body!r}"
         raise InvalidCommandError(msg)
     return body[key]
-
-
-def _as_id(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return value
 
 
 def attempt_of(headers: Mapping[str, Any]) -> int:
@@ -97,6 +96,17 @@ def seconds_until_due(headers: Mapping[str, Any], delay: float) -> float:
 def retry_headers(headers: Mapping[str, Any], attempt: int, delay: float) -> dict[str, Any]:
     """Headers of the copy published for the next attempt."""
     return {**headers, ATTEMPT_HEADER: attempt + 1, RETRY_AT_HEADER: time.time() + delay}
+
+
+def sent_at_from(headers: Mapping[str, Any], fallback: Any = None) -> dt.datetime | None:
+    """The sent time from the headers (either spelling), else from ``fallback``
+    (the AMQP ``timestamp`` property).
+
+    Raises:
+        InvalidCommandError: the value found is not a time.
+    """
+    raw = _headers.sent_at_of(headers)
+    return parse_sent_at(fallback if raw is None else raw)
 
 
 def parse_sent_at(raw: Any) -> dt.datetime | None:

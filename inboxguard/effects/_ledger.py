@@ -156,8 +156,8 @@ class EffectLedger:
         the digest.
 
         Raises:
-            PayloadMismatchError: the key was recorded with another payload;
-                nothing is sent.
+            EffectPayloadConflictError: the key was recorded with another
+                payload; nothing is sent.
             ProviderRejectedError: the provider refused (now, or before).
             EffectOutcomeUnknownError: the call ended ambiguously, or another
                 worker holds the lease; retry later (retryable).

@@ -13,13 +13,12 @@ from inboxguard.effects.state import EffectState
 from inboxguard.errors import (
     ConfigurationError,
     EffectOutcomeUnknownError,
+    EffectPayloadConflictError,
     InvalidTransitionError,
-    PayloadMismatchError,
     ProviderRejectedError,
 )
 
 __all__ = [
-    "LEDGER_CONSUMER",
     "check_digest",
     "check_lease",
     "contract_of",
@@ -31,8 +30,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("inboxguard.effects")
-#: ``consumer`` of the PayloadMismatchError the ledger raises.
-LEDGER_CONSUMER = "inboxguard.effects"
 _PENDING = (EffectState.PREPARED, EffectState.UNKNOWN)
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
 
@@ -67,7 +64,7 @@ def check_lease(lease: dt.timedelta) -> None:
 
 
 def check_digest(record: EffectRecord, digest: str) -> None:
-    """Fail closed (PayloadMismatchError) when the stored digest differs."""
+    """Fail closed (EffectPayloadConflictError) when the stored digest differs."""
     if record.digest == digest:
         return
     logger.warning(
@@ -82,12 +79,8 @@ def check_digest(record: EffectRecord, digest: str) -> None:
         " intent, so find out why the payload changed (a reused key, or a command mutated"
         " between retries)"
     )
-    raise PayloadMismatchError(
-        consumer=LEDGER_CONSUMER,
-        command_id=record.effect_key,
-        stored_digest=record.digest,
-        incoming_digest=digest,
-        message=msg,
+    raise EffectPayloadConflictError(
+        msg, effect_key=record.effect_key, stored_digest=record.digest, incoming_digest=digest
     )
 
 

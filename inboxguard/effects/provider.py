@@ -45,7 +45,7 @@ class Receipt:
 class MismatchBehaviour(enum.StrEnum):
     """What a provider does with a reused idempotency key and a different payload.
 
-    The ledger refuses such a call itself (``PayloadMismatchError``) before
+    The ledger refuses such a call itself (``EffectPayloadConflictError``) before
     sending, so this matters only for calls made outside the ledger; it is
     recorded so that the contract tells the whole story.
     """

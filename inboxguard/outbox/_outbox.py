@@ -17,7 +17,11 @@ from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
-from inboxguard.errors import ConfigurationError, PayloadEncodingError, PayloadMismatchError
+from inboxguard.errors import (
+    ConfigurationError,
+    OutboxPayloadConflictError,
+    PayloadEncodingError,
+)
 from inboxguard.outbox._records import (
     HEADER_COMMAND_ID,
     HEADER_DIGEST,
@@ -135,8 +139,8 @@ class Outbox:
             InvalidCommandError: ``command_id`` or ``destination`` is unusable.
             PayloadEncodingError: the payload or headers have no canonical
                 JSON encoding, or a header name is reserved.
-            PayloadMismatchError: the ID is stored with a different payload;
-                nothing was written, roll back.
+            OutboxPayloadConflictError: the ID is stored with a different
+                payload; nothing was written, roll back.
         """
         validate_identity(command_id, "command_id")
         validate_identity(destination, "destination")
@@ -159,7 +163,14 @@ class Outbox:
             return True
         stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
         if stored != digest:
-            raise _mismatch(self.tables.outbox.name, command_id, stored, digest)
+            msg = (
+                f"command {command_id!r} is already in the outbox with payload {stored},"
+                f" but this call adds {digest}; nothing was written: roll back and find"
+                " out why the same business intent produced a different command"
+            )
+            raise OutboxPayloadConflictError(
+                msg, command_id=command_id, stored_digest=stored, incoming_digest=digest
+            )
         return False
 
     # -- operating ----------------------------------------------------------------------
@@ -264,20 +275,6 @@ def _check_delivered_retention(delivered: object, retention: RetentionPolicy) ->
             " outlive the row that holds it: shorten it or lengthen retention"
         )
         raise ConfigurationError(msg)
-
-
-def _mismatch(table: str, command_id: str, stored: str, digest: str) -> PayloadMismatchError:
-    return PayloadMismatchError(
-        consumer=f"outbox {table}",
-        command_id=command_id,
-        stored_digest=stored,
-        incoming_digest=digest,
-        message=(
-            f"command {command_id!r} is already in the outbox with payload {stored},"
-            f" but this call adds {digest}; nothing was written: roll back and find"
-            " out why the same business intent produced a different command"
-        ),
-    )
 
 
 def _loads(text: str | None) -> Any:

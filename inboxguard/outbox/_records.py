@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inboxguard._core import headers as _headers
+
 __all__ = [
     "HEADER_COMMAND_ID",
     "HEADER_DIGEST",
@@ -19,12 +21,12 @@ __all__ = [
 ]
 
 #: Header carrying the business command ID the receiving inbox deduplicates on.
-HEADER_COMMAND_ID = "x-inbox-command-id"
+HEADER_COMMAND_ID = _headers.COMMAND_ID
 #: Header carrying the payload digest stored with the outbox row.
-HEADER_DIGEST = "x-inbox-digest"
+HEADER_DIGEST = _headers.DIGEST
 #: Header carrying when the command was committed (ISO 8601, UTC); a consumer
 #: passes it as ``sent_at`` to refuse replays older than its evidence.
-HEADER_SENT_AT = "x-inbox-sent-at"
+HEADER_SENT_AT = _headers.SENT_AT
 
 
 @dataclass(frozen=True, slots=True)

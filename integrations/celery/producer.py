@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from celery import Celery
 
-import inboxguard.adapters.celery  # noqa: F401  (stamps x-inboxguard-sent-at on publish)
+import inboxguard.adapters.celery  # noqa: F401  (stamps x-inbox-sent-at on publish)
 from integrations.celery.business import ACCOUNTS
 from integrations.celery.settings import (
     PLAIN_TASK_NAME,

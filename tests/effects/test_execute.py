@@ -10,6 +10,7 @@ from inboxguard import (
     ConfigurationError,
     EffectLedger,
     EffectOutcomeUnknownError,
+    EffectPayloadConflictError,
     EffectState,
     InvalidCommandError,
     PayloadMismatchError,
@@ -97,10 +98,13 @@ def test_l05_same_key_other_payload_fails_closed(
     ledger: EffectLedger, gateway: SandboxGateway
 ) -> None:
     ledger.execute(KEY, gateway, PAYLOAD)
-    with pytest.raises(PayloadMismatchError) as info:
+    with pytest.raises(EffectPayloadConflictError) as info:
         ledger.execute(KEY, gateway, {**PAYLOAD, "amount": 9999})
-    assert info.value.command_id == KEY
-    assert info.value.consumer == "inboxguard.effects"
+    assert (info.value.command_id, info.value.effect_key) == (KEY, KEY)
+    assert info.value.consumer is None  # nothing was quarantined
+    assert not info.value.quarantined
+    assert info.value.stored_digest != info.value.incoming_digest
+    assert not isinstance(info.value, PayloadMismatchError)
     assert "nothing was sent" in str(info.value)
     assert (gateway.requests(), gateway.charges()) == (1, 1)
     record = ledger.get(KEY)
@@ -114,7 +118,7 @@ def test_l05_mismatch_is_refused_even_while_unknown(
     gateway.script = ["accept_then_timeout"]
     with pytest.raises(EffectOutcomeUnknownError):
         ledger.execute(KEY, gateway, PAYLOAD)
-    with pytest.raises(PayloadMismatchError):
+    with pytest.raises(EffectPayloadConflictError):
         ledger.execute(KEY, gateway, {**PAYLOAD, "amount": 1})
     assert (gateway.requests(), gateway.requests("lookup"), gateway.charges()) == (1, 0, 1)
 

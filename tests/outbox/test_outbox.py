@@ -64,10 +64,14 @@ def test_o2_same_id_same_payload_is_a_no_op(engine, outbox):
 def test_o2_same_id_other_payload_fails_closed(engine, outbox):
     with Session(engine) as session, session.begin():
         outbox.add(session, command_id="c-1", destination="ship", payload={"amount": 10})
-    with pytest.raises(inboxguard.PayloadMismatchError) as caught, Session(engine) as session:
+    with pytest.raises(inboxguard.OutboxPayloadConflictError) as caught, Session(engine) as session:
         with session.begin():
             outbox.add(session, command_id="c-1", destination="ship", payload={"amount": 11})
     assert caught.value.stored_digest == inboxguard.digest_of({"amount": 10})
+    assert caught.value.incoming_digest == inboxguard.digest_of({"amount": 11})
+    assert (caught.value.command_id, caught.value.consumer) == ("c-1", None)
+    assert not caught.value.quarantined
+    assert not isinstance(caught.value, inboxguard.PayloadMismatchError)
     assert "already in the outbox" in str(caught.value)
     row = outbox.get("c-1")
     assert row is not None
@@ -157,7 +161,7 @@ def test_o9_compaction_keeps_the_evidence_until_the_horizon(engine, prefix, cloc
         # The evidence still deduplicates and still detects a changed payload.
         with Session(engine) as session, session.begin():
             assert box.add(session, command_id="sent", destination="d", payload={"n": 1}) is False
-        with pytest.raises(inboxguard.PayloadMismatchError), Session(engine) as session:
+        with pytest.raises(inboxguard.OutboxPayloadConflictError), Session(engine) as session:
             with session.begin():
                 box.add(session, command_id="sent", destination="d", payload={"n": 9})
 

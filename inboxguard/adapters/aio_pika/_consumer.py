@@ -32,21 +32,17 @@ from aio_pika import Message
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from inboxguard import CommandRejectedError, Inbox, QuarantineReason
+from inboxguard import Inbox, QuarantineReason
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
-    attempt_of,
-    check_retry_policy,
     id_getter,
-    parse_sent_at,
-    retry_headers,
-    seconds_until_due,
+    sent_at_from,
 )
-from inboxguard.errors import InvalidCommandError, PayloadEncodingError
+from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -87,65 +83,90 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
     """
-    delay = check_retry_policy(max_attempts, retry_delay)
+    policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
     get_id = id_getter(command_id)
-    excluded = tuple(exclude)
 
-    async def run(body: Any, message: AbstractIncomingMessage, cid: str, **kw: Any) -> None:
+    async def callback(message: AbstractIncomingMessage) -> None:
+        attempt = policy.receive(message.headers)
+        await asyncio.sleep(attempt.wait)
+        try:
+            body = decode(message.body)
+            details = _details(body, message, attempt.number)
+            cid = get_id(body)
+            sent_at = sent_at_from(attempt.headers, message.timestamp)
+        except Exception as bad:
+            attempt.unusable(bad, f"body={message.body!r} headers={message.headers!r}")
+            await _quietly(message.reject(requeue=False), "reject")
+            return
+        try:
+            await run(body, message, cid, sent_at, details)
+        except Exception as error:
+            step = attempt.settle(error, cid, details)
+            if step is Step.GIVE_UP:
+                await run.exhausted(cid, body, error, details)
+        else:
+            step = Step.ACK
+        await _perform(step, message, attempt, exchange)
+
+    return callback
+
+
+class _Runner:
+    """One delivery's transaction: guard, awaited handler, commit."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        inbox: Inbox,
+        session_factory: Callable[[], AsyncSession],
+        consumer: str,
+        exclude: tuple[str, ...],
+    ) -> None:
+        self.handler = handler
+        self.inbox = inbox
+        self.session_factory = session_factory
+        self.consumer = consumer
+        self.exclude = exclude
+
+    async def __call__(
+        self,
+        body: Any,
+        message: AbstractIncomingMessage,
+        cid: str,
+        sent_at: dt.datetime | None,
+        details: Mapping[str, Any],
+    ) -> None:
         async with (
-            session_factory() as session,
+            self.session_factory() as session,
             session.begin(),
-            inbox.guard_async(
-                session, consumer=consumer, command_id=cid, payload=body, exclude=excluded, **kw
+            self.inbox.guard_async(
+                session,
+                consumer=self.consumer,
+                command_id=cid,
+                payload=body,
+                exclude=self.exclude,
+                sent_at=sent_at,
+                details=details,
             ) as entry,
         ):
             if not entry.duplicate:
-                entry.result = await handler(body, message)
+                entry.result = await self.handler(body, message)
 
-    async def give_up(cid: str, body: Any, error: Exception, details: dict[str, Any]) -> None:
-        logger.error("giving up on %s after its last attempt failed: %r", cid, error)
-        async with session_factory() as session:
+    async def exhausted(
+        self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]
+    ) -> None:
+        async with self.session_factory() as session:
             engine = (await session.connection()).engine
-        await inbox.quarantine_delivery_async(
+        await self.inbox.quarantine_delivery_async(
             engine,
-            consumer=consumer,
+            consumer=self.consumer,
             command_id=cid,
             payload=body,
             reason=QuarantineReason.RETRIES_EXHAUSTED,
-            exclude=excluded,
+            exclude=self.exclude,
             details={**details, "last_error": repr(error)},
         )
-
-    async def callback(message: AbstractIncomingMessage) -> None:
-        headers = dict(message.headers or {})
-        attempt = attempt_of(headers)
-        await asyncio.sleep(seconds_until_due(headers, delay))
-        try:
-            body = decode(message.body)
-            details = _details(body, message, attempt)
-            cid = get_id(body)
-            sent_at = parse_sent_at(headers.get(SENT_AT_HEADER, message.timestamp))
-        except Exception as bad:
-            await _refuse_unusable(message, bad)
-            return
-        try:
-            await run(body, message, cid, sent_at=sent_at, details=details)
-        except CommandRejectedError:
-            await _quietly(message.reject(requeue=False), "reject")
-        except (InvalidCommandError, PayloadEncodingError) as bad:
-            await _refuse_unusable(message, bad)
-        except Exception as error:
-            if attempt >= max_attempts:
-                await give_up(cid, body, error, details)
-                await _quietly(message.reject(requeue=False), "reject")
-                return
-            logger.warning("attempt %d/%d of %s failed (%r)", attempt, max_attempts, cid, error)
-            await _republish(exchange, message, headers, attempt, delay)
-            await _quietly(message.ack(), "ack after publishing the retry copy")
-        else:
-            await _quietly(message.ack(), "ack after the commit")
-
-    return callback
 
 
 def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[str, Any]:
@@ -162,16 +183,25 @@ def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[
     }
 
 
+async def _perform(
+    step: Step, message: AbstractIncomingMessage, attempt: Attempt, exchange: AbstractExchange
+) -> None:
+    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
+    if step is Step.ACK:
+        await _quietly(message.ack(), "ack after the commit")
+    elif step is Step.RETRY:
+        await _republish(exchange, message, attempt.next_headers())
+        await _quietly(message.ack(), "ack after publishing the retry copy")
+    else:
+        await _quietly(message.reject(requeue=False), "reject")
+
+
 async def _republish(
-    exchange: AbstractExchange,
-    message: AbstractIncomingMessage,
-    headers: Mapping[str, Any],
-    attempt: int,
-    delay: float,
+    exchange: AbstractExchange, message: AbstractIncomingMessage, headers: dict[str, Any]
 ) -> None:
     copy = Message(
         message.body,
-        headers=retry_headers(headers, attempt, delay),
+        headers=headers,
         content_type=message.content_type,
         content_encoding=message.content_encoding,
         delivery_mode=message.delivery_mode,
@@ -191,14 +221,3 @@ async def _quietly(action: Awaitable[None], what: str) -> None:
         await action
     except Exception:
         logger.warning("%s failed; a redelivery will be handled by the inbox", what, exc_info=True)
-
-
-async def _refuse_unusable(message: AbstractIncomingMessage, error: Exception) -> None:
-    logger.error(
-        "refused a message with no usable body, command ID or sent time (%r); it is logged"
-        " here in full and rejected: body=%r headers=%r",
-        error,
-        message.body,
-        message.headers,
-    )
-    await _quietly(message.reject(requeue=False), "reject")

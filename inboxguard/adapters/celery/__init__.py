@@ -4,9 +4,10 @@
 ``@app.task(base=InboxTask, ...)``) begins a transaction, claims the command in
 the inbox, runs the body, stores its result and commits; only then does the
 worker ack the message (``acks_late``). Importing this module connects two
-signal receivers: ``before_task_publish`` stamps ``x-inboxguard-sent-at`` on
-every published task, and ``celeryd_after_setup`` refuses to start a worker
-whose replay windows outlive an inbox's evidence horizon.
+signal receivers: ``before_task_publish`` stamps ``x-inbox-sent-at`` on
+every published task (the legacy ``x-inboxguard-sent-at`` is still read), and
+``celeryd_after_setup`` refuses to start a worker whose replay windows outlive
+an inbox's evidence horizon.
 """
 
 from __future__ import annotations

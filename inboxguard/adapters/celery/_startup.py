@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from celery import signals
 
 from inboxguard import ConfigurationError, Inbox, RetentionMisalignedError
+from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
@@ -51,10 +52,10 @@ class ReplayWindows:
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
     """``before_task_publish`` receiver: record when a task was first published.
 
-    An existing stamp is kept, so a ``retry()`` (which re-sends the request's
-    custom headers) carries the original publish time.
+    An existing stamp (in either spelling) is kept, so a ``retry()`` (which
+    re-sends the request's custom headers) carries the original publish time.
     """
-    if isinstance(headers, dict) and SENT_AT_HEADER not in headers:
+    if isinstance(headers, dict) and _headers.sent_at_of(headers) is None:
         headers[SENT_AT_HEADER] = dt.datetime.now(dt.UTC).isoformat()
 
 
@@ -167,7 +168,7 @@ def _retry_schedule(task: InboxTask) -> dt.timedelta | None:
     if task.max_retries is None:
         logger.warning(
             "task %s retries without limit (max_retries=None): its retry schedule cannot be"
-            " checked against the inbox horizon; the x-inboxguard-sent-at age check still"
+            " checked against the inbox horizon; the x-inbox-sent-at age check still"
             " refuses messages older than the horizon",
             task.name,
         )

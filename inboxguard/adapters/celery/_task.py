@@ -13,23 +13,19 @@ from typing import Any
 from celery import Task, shared_task
 from celery.exceptions import Ignore, Reject, Retry
 
-from inboxguard import (
-    CommandRejectedError,
-    Inbox,
-    InvalidCommandError,
-    PayloadEncodingError,
-    QuarantineReason,
-    is_retryable,
-)
+from inboxguard import Inbox, QuarantineReason
+from inboxguard._core import headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
+from inboxguard.adapters._outcome import log_refusal, out_of_attempts, outcome_of
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["SENT_AT_HEADER", "InboxTask", "inbox_task"]
 
 logger = logging.getLogger("inboxguard.celery")
 
-#: Message header holding the ISO-8601 UTC time the task was first published.
-SENT_AT_HEADER = "x-inboxguard-sent-at"
+#: Message header holding the ISO-8601 UTC time the task was first published
+#: (``x-inbox-sent-at``; the legacy ``x-inboxguard-sent-at`` is read too).
+SENT_AT_HEADER = headers.SENT_AT
 #: First backoff step (seconds) of a retry after a busy claim or a transient error.
 DEFAULT_RETRY_BASE = 1.0
 _CONTROL_FLOW = (Retry, Ignore, Reject)
@@ -129,14 +125,21 @@ class InboxTask(Task):  # type: ignore[misc]
         details: Mapping[str, Any],
     ) -> None:
         """Turn a failed delivery into Reject or Retry; return to let Celery fail it."""
-        if isinstance(exc, CommandRejectedError):
-            # Already quarantined (with ``details``) by the guard.
+        retries = self.request.retries
+        outcome = outcome_of(exc, last_attempt=lambda: self._out_of_retries(retries))
+        if outcome.refused:
+            log_refusal(logger, exc, details)  # unless the guard quarantined it
             raise Reject(_reason(exc), requeue=False) from exc
-        if isinstance(exc, InvalidCommandError | PayloadEncodingError):
-            logger.error("task %s: %s; rejected without requeue", self.name, exc)
-            raise Reject(_reason(exc), requeue=False) from exc
-        if is_retryable(exc):
-            self._retry_later(exc, args, kwargs, details)
+        if outcome.exhausted:
+            self._quarantine_exhausted(args, kwargs, details)
+            msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
+            raise Reject(msg, requeue=False) from exc
+        if outcome.retried:
+            self._retry_later(exc, retries)
+
+    def _out_of_retries(self, retries: int) -> bool:
+        limit = None if self.max_retries is None else self.max_retries + 1
+        return out_of_attempts(retries + 1, limit)
 
     def _claim_and_run(
         self,
@@ -162,18 +165,7 @@ class InboxTask(Task):  # type: ignore[misc]
             entry.result = self.run(*args, **kwargs)
             return entry.result
 
-    def _retry_later(
-        self,
-        exc: Exception,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        details: Mapping[str, Any],
-    ) -> None:
-        retries = self.request.retries
-        if self.max_retries is not None and retries >= self.max_retries:
-            self._quarantine_exhausted(args, kwargs, details)
-            msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
-            raise Reject(msg, requeue=False) from exc
+    def _retry_later(self, exc: Exception, retries: int) -> None:
         cap = max(float(self.retry_backoff_max), self.inbox_retry_base)
         countdown = random.uniform(0, min(cap, self.inbox_retry_base * 2**retries))  # noqa: S311
         logger.warning(
@@ -289,9 +281,11 @@ def _option(task: InboxTask, name: str) -> Any:
 
 
 def _sent_at(request: Any, task_name: str) -> dt.datetime | None:
-    raw = (getattr(request, "headers", None) or {}).get(SENT_AT_HEADER)
-    if raw is None:
-        raw = getattr(request, SENT_AT_HEADER, None)
+    raw = headers.sent_at_of(getattr(request, "headers", None))
+    if raw is None:  # custom headers can also arrive as request attributes
+        raw = headers.sent_at_of(
+            {name: getattr(request, name, None) for name in headers.SENT_AT_SPELLINGS}
+        )
     if raw is None:
         return None
     try:

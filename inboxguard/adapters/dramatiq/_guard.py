@@ -2,7 +2,7 @@
 
 The middleware replaces a guarded actor's ``fn`` with a :class:`GuardedFn`
 (or, for an ``async def`` actor, the coroutine function of
-``_dramatiq_aguard``), so the transaction lives inside the actor call itself.
+``_async_guard``), so the transaction lives inside the actor call itself.
 Nothing on this path depends on a middleware hook whose failure Dramatiq
 would log and swallow: every outcome is the actor's return value or the
 exception it raises. :class:`GuardCore` holds what both flavours share: the
@@ -24,7 +24,9 @@ from dramatiq.broker import MessageProxy
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
+from inboxguard import QuarantineReason
 from inboxguard._core.extract import Getter, payload_of
+from inboxguard.adapters._outcome import outcome_of
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
@@ -32,8 +34,6 @@ from inboxguard.errors import (
     PayloadEncodingError,
 )
 from inboxguard.inbox import Inbox
-from inboxguard.inbox._records import QuarantineReason
-from inboxguard.sql.errors import is_retryable
 
 __all__ = [
     "NEVER_RETRIED",
@@ -48,7 +48,8 @@ __all__ = [
 logger = logging.getLogger("inboxguard.dramatiq")
 #: Opens a new Session (or Connection) for one message.
 SessionFactory = Callable[[], Session | Connection]
-#: Errors a redelivery cannot cure: the message is dead-lettered at once.
+#: Errors a redelivery cannot cure (disposition ``refuse``): listed in every
+#: guarded actor's ``throws``, so Retries dead-letters the message at once.
 NEVER_RETRIED: tuple[type[Exception], ...] = (
     CommandRejectedError,
     InvalidCommandError,
@@ -135,41 +136,48 @@ class GuardCore:
 
     # -- failures ---------------------------------------------------------------------------
 
-    def on_failure(self, error: Exception, message: MessageProxy | None) -> Retry | None:
-        """Map a failed attempt to what Dramatiq must do.
-
-        A refusal (mismatch, beyond retention, bad command) is re-raised and
-        listed in ``throws``, so Retries dead-letters it at once; a busy claim
-        or a transient database error becomes a ``Retry`` with a delay; any
-        other error is re-raised for Dramatiq's usual retry policy.
-
-        Returns:
-            The ``Retry`` to raise from ``error``, or None to re-raise ``error``.
-        """
-        if isinstance(error, NEVER_RETRIED):
-            _throw_on_message(message)
-            return None
-        if is_retryable(error):
-            return Retry(str(error), delay=self._delay())
-        return None
-
-    def exhausted(
+    def on_failure(
         self,
         error: Exception,
-        retry: Retry,
         message: MessageProxy | None,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> dict[str, Any] | None:
-        """The quarantine record's delivery when ``retry`` is the last one.
+    ) -> tuple[Retry | None, dict[str, Any] | None]:
+        """Map a failed attempt, through the shared outcome policy, to what
+        Dramatiq must do.
 
-        Retries dead-letters the message when it sees ``retry``; the caller
-        writes the record first, with these keyword arguments of
-        :meth:`Inbox.quarantine_delivery` (a write failure is logged, the
-        message is dead-lettered regardless). None when Retries will retry again.
+        A refusal is re-raised and listed in ``throws``, so Retries
+        dead-letters it at once; a retry becomes a ``Retry`` with a delay; a
+        failure is re-raised for Dramatiq's usual retry policy.
+
+        Returns:
+            The ``Retry`` to raise from ``error`` (None: re-raise ``error``),
+            and, when that ``Retry`` is the last one, the keyword arguments of
+            :meth:`Inbox.quarantine_delivery` for the ``retries_exhausted``
+            record the caller writes first (Retries dead-letters the message
+            when it sees the ``Retry``; a write failure is logged only).
         """
-        if message is None or not self._last_attempt(message, retry):
-            return None
+        retry = Retry(str(error), delay=self._delay())
+        outcome = outcome_of(
+            error, last_attempt=lambda: message is not None and self._last_attempt(message, retry)
+        )
+        if outcome.refused:
+            _throw_on_message(message)
+            return None, None
+        if outcome.failed:
+            return None, None
+        if message is None or not outcome.exhausted:
+            return retry, None
+        return retry, self._exhausted(error, message, args, kwargs)
+
+    def _exhausted(
+        self,
+        error: Exception,
+        message: MessageProxy,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """The quarantine record's delivery for a message out of retries."""
         try:
             details = {**self.details(message, args, kwargs), "last_error": repr(error)}
             delivery: dict[str, Any] = {
@@ -235,10 +243,9 @@ class GuardedFn(GuardCore):
         try:
             return self._run(message, args, kwargs)
         except Exception as error:
-            retry = self.on_failure(error, message)
+            retry, delivery = self.on_failure(error, message, args, kwargs)
             if retry is None:
                 raise
-            delivery = self.exhausted(error, retry, message, args, kwargs)
             if delivery is not None:
                 try:
                     self.inbox.quarantine_delivery(**delivery)

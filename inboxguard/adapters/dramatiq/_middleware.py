@@ -29,7 +29,7 @@ from dramatiq.middleware import AsyncIO, MiddlewareError
 from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
-from inboxguard.adapters.dramatiq._aguard import AsyncGuard, AsyncSessionFactory, async_guarded
+from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
     NEVER_RETRIED,
     GuardedFn,

@@ -33,21 +33,17 @@ from kombu.message import Message
 from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
-from inboxguard import CommandRejectedError, Inbox, QuarantineReason
+from inboxguard import Inbox, QuarantineReason
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
-    attempt_of,
-    check_retry_policy,
     id_getter,
-    parse_sent_at,
-    retry_headers,
-    seconds_until_due,
+    sent_at_from,
 )
-from inboxguard.errors import InvalidCommandError, PayloadEncodingError
+from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -100,51 +96,29 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
     """
-    delay = check_retry_policy(max_attempts, retry_delay)
+    policy = Redelivery.checked(max_attempts, retry_delay, logger)
     run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
 
     def callback(body: Any, message: Message) -> None:
-        headers = dict(message.headers or {})
-        attempt = attempt_of(headers)
-        time.sleep(seconds_until_due(headers, delay))
-        details = _details(body, message, attempt)
+        attempt = policy.receive(message.headers)
+        time.sleep(attempt.wait)
+        details = _details(body, message, attempt.number)
         try:
             cid = run.command_id(body)
-            sent_at = parse_sent_at(
-                headers.get(SENT_AT_HEADER, (message.properties or {}).get("timestamp"))
-            )
+            sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
         except Exception as bad:
-            _refuse_unusable(message, bad, details)
+            attempt.unusable(bad, details)
+            _reject(message)
             return
         try:
             run(body, message, cid, sent_at, details)
-        except CommandRejectedError:
-            _reject(message)  # quarantined by the guard, with details
-        except (InvalidCommandError, PayloadEncodingError) as bad:
-            _refuse_unusable(message, bad, details)
         except Exception as error:
-            if attempt >= max_attempts:
+            step = attempt.settle(error, cid, details)
+            if step is Step.GIVE_UP:
                 run.exhausted(cid, body, error, details)
-                _reject(message)
-                return
-            logger.warning(
-                "attempt %d/%d of %s failed (%r); retrying in %.1fs",
-                attempt,
-                max_attempts,
-                cid,
-                error,
-                delay,
-            )
-            _republish(
-                _producer_for(producer, message),
-                message,
-                headers,
-                attempt,
-                delay,
-            )
-            _ack(message, cid, "its retry copy was published")
         else:
-            _ack(message, cid, "its commit")
+            step = Step.ACK
+        _perform(step, message, cid, attempt, producer)
 
     return callback
 
@@ -193,7 +167,6 @@ class _Runner:
                 entry.result = self.handler(body, message)
 
     def exhausted(self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]) -> None:
-        logger.error("giving up on %s after its last attempt failed: %r", cid, error)
         self.inbox.quarantine_delivery(
             consumer=self.consumer,
             command_id=cid,
@@ -217,9 +190,24 @@ def _details(body: Any, message: Message, attempt: int) -> dict[str, Any]:
     }
 
 
-def _republish(
-    producer: Producer, message: Message, headers: Mapping[str, Any], attempt: int, delay: float
+def _perform(
+    step: Step,
+    message: Message,
+    cid: str,
+    attempt: Attempt,
+    producer: Producer | Callable[[], Producer] | None,
 ) -> None:
+    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
+    if step is Step.ACK:
+        _ack(message, cid, "its commit")
+    elif step is Step.RETRY:
+        _republish(_producer_for(producer, message), message, attempt.next_headers())
+        _ack(message, cid, "its retry copy was published")
+    else:
+        _reject(message)
+
+
+def _republish(producer: Producer, message: Message, headers: Mapping[str, Any]) -> None:
     info = message.delivery_info or {}
     props = {k: v for k, v in (message.properties or {}).items() if k in _COPIED_PROPERTIES}
     producer.publish(  # type: ignore[no-untyped-call]
@@ -228,7 +216,7 @@ def _republish(
         routing_key=info.get("routing_key") or "",
         content_type=message.content_type,
         content_encoding=message.content_encoding,
-        headers=retry_headers(headers, attempt, delay),
+        headers=headers,
         **props,
     )
 
@@ -251,16 +239,6 @@ def _ack(message: Message, cid: str, after: str) -> None:
             after,
             exc_info=True,
         )
-
-
-def _refuse_unusable(message: Message, error: Exception, details: Mapping[str, Any]) -> None:
-    logger.error(
-        "refused a message with no usable command ID, sent time or payload (%r); it is"
-        " logged here in full and rejected: %r",
-        error,
-        details,
-    )
-    _reject(message)
 
 
 def _reject(message: Message) -> None:

@@ -114,7 +114,7 @@ def test_c3_mismatched_redelivery_is_quarantined_and_dead_lettered(reference, br
     assert record.command_id == "tr-x"
     assert record.details["task"] == "reference.apply_transfer"
     assert record.details["args"] == ["tr-x", "acct-1", 99]
-    assert "x-inboxguard-sent-at" in record.details["headers"]
+    assert "x-inbox-sent-at" in record.details["headers"]  # the canonical stamp
     # and the business state holds the first payload only
     result = ref.check()
     assert (result.rows, result.applied_twice, result.balances_match) == (1, 0, True)

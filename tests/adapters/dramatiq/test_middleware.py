@@ -21,7 +21,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
+from inboxguard import errors
+from inboxguard._core.outcome import Disposition
 from inboxguard.adapters.dramatiq import InboxMiddleware
+from inboxguard.adapters.dramatiq._guard import NEVER_RETRIED
 from inboxguard.adapters.dramatiq._windows import retry_span
 
 pytestmark = pytest.mark.postgresql
@@ -380,3 +383,10 @@ def test_default_dramatiq_settings_fit_a_47_day_window(
     declare_apply(broker, effects, min_backoff=15000)
     middleware.check_alignment(broker)
     broker.close()
+
+
+def test_every_refusing_error_is_in_the_throws_of_a_guarded_actor() -> None:
+    """Retries dead-letters at once exactly what the outcome policy refuses."""
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, NEVER_RETRIED) is (cls.disposition is Disposition.REFUSE), name

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, insert
 from sqlalchemy.orm import sessionmaker
 
 import inboxguard
-from inboxguard.adapters.kombu import ATTEMPT_HEADER, guarded
+from inboxguard.adapters.kombu import ATTEMPT_HEADER, SENT_AT_HEADER, guarded
 from integrations.payments import payments_table
 from tests.adapters.generic_support import paid
 
@@ -138,3 +138,26 @@ def test_a_failed_attempt_is_retried_by_a_copy_and_applied_once(box: inboxguard.
     assert attempts == [1, 2]
     assert paid(box.engine, box.table_prefix, "r1") == [9]
     assert box.quarantined() == []
+
+
+@pytest.mark.parametrize("header", [SENT_AT_HEADER, "x-inboxguard-sent-at"])
+def test_a_message_older_than_the_horizon_is_refused_under_either_sent_at_spelling(
+    box: inboxguard.Inbox, header: str
+) -> None:
+    """The canonical sent-at header and the legacy spelling both keep the age check."""
+    seen: list[str] = []
+    callback = make_callback(box, seen)
+    queue = Queue("pay-old")
+    sent = (dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).isoformat()
+    with Connection("memory://") as conn:
+        Producer(conn).publish(
+            {"command_id": "old", "amount": 1},
+            routing_key="pay-old",
+            declare=[queue],
+            serializer="json",
+            headers={header: sent},
+        )
+        consume_one(conn, queue, callback)
+    assert seen == []
+    assert [r.reason for r in box.quarantined("payments")] == ["beyond_retention"]
+    assert paid(box.engine, box.table_prefix, "old") == []

@@ -43,10 +43,9 @@ class AsyncGuard(GuardCore):
         try:
             return await self._run(message, args, kwargs)
         except Exception as error:
-            retry = self.on_failure(error, message)
+            retry, delivery = self.on_failure(error, message, args, kwargs)
             if retry is None:
                 raise
-            delivery = self.exhausted(error, retry, message, args, kwargs)
             if delivery is not None:
                 await self._quarantine_exhausted(delivery)
             raise retry from error

@@ -1,0 +1,108 @@
+"""What a failed delivery means: refuse it, retry it, or let it fail.
+
+Every error class in :mod:`inboxguard.errors` carries its
+:class:`Disposition`; :func:`classify` maps any exception (inboxguard's or
+not) and the delivery's attempt count to an :class:`Outcome`. The adapters
+only translate an outcome into their framework's verbs (reject, retry, ack);
+they decide nothing themselves.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Disposition", "Outcome", "classify", "disposition_of", "out_of_attempts"]
+
+
+class Disposition(enum.Enum):
+    """What a delivery that raised an error must become."""
+
+    #: The message must never run again, whatever the attempt: it is (or
+    #: already was, by the inbox) quarantined, then dead-lettered, without
+    #: requeue. Mismatched payloads, messages beyond retention, unusable
+    #: command IDs or payloads.
+    REFUSE = "refuse"
+    #: Delivering the same message again later may succeed (a busy claim, a
+    #: transient database error, an ambiguous effect): deliver it again with
+    #: backoff; once the retries are exhausted, quarantine it as
+    #: ``retries_exhausted``, then dead-letter it.
+    RETRY = "retry"
+    #: A defect or a misconfiguration that retrying by itself cannot fix, or an
+    #: error inboxguard cannot judge (one the handler raised). inboxguard does
+    #: not retry it: each adapter hands it to its framework's own failure path
+    #: (Celery fails the task; Dramatiq's Retries middleware applies the
+    #: actor's policy; the kombu and aio-pika consumers, which have no failure
+    #: path of their own, retry it like :attr:`RETRY`).
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The settled meaning of one failed delivery.
+
+    ``exhausted`` is true when the delivery must be retried but has no attempt
+    left: the adapter quarantines it as ``retries_exhausted`` and dead-letters it.
+    """
+
+    disposition: Disposition
+    exhausted: bool = False
+
+    @property
+    def refused(self) -> bool:
+        """Dead-letter now, without a retry."""
+        return self.disposition is Disposition.REFUSE
+
+    @property
+    def retried(self) -> bool:
+        """Deliver again later (an attempt is left)."""
+        return self.disposition is Disposition.RETRY and not self.exhausted
+
+    @property
+    def failed(self) -> bool:
+        """Hand the error to the framework's own failure path."""
+        return self.disposition is Disposition.FAIL
+
+
+def disposition_of(
+    error: BaseException, *, is_transient: Callable[[BaseException], bool] = lambda _: False
+) -> Disposition:
+    """The disposition an error carries; ``is_transient`` judges the rest.
+
+    An inboxguard error answers for itself (its ``disposition`` class
+    attribute). Any other exception is :attr:`Disposition.RETRY` when
+    ``is_transient`` says so (a lock timeout, a lost connection), else
+    :attr:`Disposition.FAIL`.
+    """
+    own = getattr(type(error), "disposition", None)
+    if isinstance(own, Disposition):
+        return own
+    return Disposition.RETRY if is_transient(error) else Disposition.FAIL
+
+
+def classify(
+    error: BaseException,
+    *,
+    is_transient: Callable[[BaseException], bool] = lambda _: False,
+    last_attempt: Callable[[], bool] = lambda: False,
+    retry_failures: bool = False,
+) -> Outcome:
+    """The outcome of a delivery that raised ``error``.
+
+    ``last_attempt`` says whether the framework would deliver the message
+    again (asked only for a retry). ``retry_failures`` is for consumers with
+    no failure path of their own: a :attr:`Disposition.FAIL` is then retried
+    like a :attr:`Disposition.RETRY`, and quarantined when exhausted.
+    """
+    disposition = disposition_of(error, is_transient=is_transient)
+    if disposition is Disposition.FAIL and retry_failures:
+        disposition = Disposition.RETRY
+    if disposition is Disposition.RETRY:
+        return Outcome(disposition, exhausted=last_attempt())
+    return Outcome(disposition)
+
+
+def out_of_attempts(attempt: int, max_attempts: int | None) -> bool:
+    """Whether attempt number ``attempt`` (the first is 1) is the last one allowed."""
+    return max_attempts is not None and attempt >= max_attempts

@@ -1,0 +1,49 @@
+"""The one outcome policy every adapter maps a failed delivery through.
+
+:func:`inboxguard._core.outcome.classify` with the database layer's judgement
+of foreign errors (lock timeouts, deadlocks, lost connections are transient).
+The adapters translate the :class:`Outcome` into their framework's verbs and
+decide nothing themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from inboxguard._core.outcome import Disposition, Outcome, classify, out_of_attempts
+from inboxguard.sql.errors import is_retryable
+
+__all__ = ["Disposition", "Outcome", "log_refusal", "out_of_attempts", "outcome_of"]
+
+
+def outcome_of(
+    error: BaseException,
+    *,
+    last_attempt: Callable[[], bool] = lambda: False,
+    retry_failures: bool = False,
+) -> Outcome:
+    """The outcome of a delivery that raised ``error`` (see ``classify``).
+
+    A foreign error is a retry when :func:`inboxguard.sql.errors.is_retryable`
+    says so (a busy claim, a transient database error), else a failure.
+    """
+    return classify(
+        error, is_transient=is_retryable, last_attempt=last_attempt, retry_failures=retry_failures
+    )
+
+
+def log_refusal(
+    logger: logging.Logger, error: BaseException, delivery: Mapping[str, Any] | str
+) -> None:
+    """Log a refused delivery that no quarantine record holds, in full.
+
+    The inbox already quarantined a delivery whose error says ``quarantined``;
+    any other refusal (no usable command ID, payload or sent time, a payload
+    conflict in the outbox or the effect ledger) exists only in this log line
+    and in the dead-letter queue.
+    """
+    if getattr(error, "quarantined", False):
+        return
+    logger.error("refused %r; the delivery is logged here in full: %s", error, delivery)

@@ -1,0 +1,117 @@
+"""How the kombu and aio-pika consumers settle a delivery (no framework imported).
+
+Neither library has a retry policy of its own, so these consumers retry by
+republishing: a failed attempt publishes a copy carrying the next attempt
+number and a not-before time, then acks the original. :class:`Redelivery`
+holds that policy and :meth:`Attempt.settle` turns one attempt's result into
+a :class:`Step`; each consumer only performs the step, synchronously
+(kombu) or awaited (aio-pika).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inboxguard.adapters._delivery import (
+    attempt_of,
+    check_retry_policy,
+    retry_headers,
+    seconds_until_due,
+)
+from inboxguard.adapters._outcome import log_refusal, out_of_attempts, outcome_of
+
+__all__ = ["Attempt", "Redelivery", "Step"]
+
+
+class Step(enum.Enum):
+    """What a consumer does with the message after one attempt."""
+
+    #: Committed (or a duplicate): ack.
+    ACK = "ack"
+    #: Refused: reject without requeue (the broker dead-letters it).
+    REJECT = "reject"
+    #: Publish the copy for the next attempt, then ack the original.
+    RETRY = "retry"
+    #: The last attempt failed: quarantine as ``retries_exhausted``, then reject.
+    GIVE_UP = "give_up"
+
+
+@dataclass(frozen=True, slots=True)
+class Redelivery:
+    """A consumer's retry policy: ``max_attempts`` deliveries, ``delay`` apart."""
+
+    max_attempts: int
+    delay: float
+    logger: logging.Logger
+
+    @classmethod
+    def checked(
+        cls, max_attempts: int, retry_delay: dt.timedelta, logger: logging.Logger
+    ) -> Redelivery:
+        """The policy, once its settings are valid (raises ConfigurationError)."""
+        return cls(max_attempts, check_retry_policy(max_attempts, retry_delay), logger)
+
+    def receive(self, headers: Mapping[str, Any] | None) -> Attempt:
+        """The attempt a delivery with these headers is."""
+        return Attempt(self, dict(headers or {}))
+
+
+class Attempt:
+    """One delivery of a message: its number, its wait, and how it settles."""
+
+    __slots__ = ("headers", "number", "policy")
+
+    def __init__(self, policy: Redelivery, headers: dict[str, Any]) -> None:
+        self.policy = policy
+        self.headers = headers
+        self.number = attempt_of(headers)
+
+    @property
+    def wait(self) -> float:
+        """Seconds a retried copy still waits before it is processed."""
+        return seconds_until_due(self.headers, self.policy.delay)
+
+    def next_headers(self) -> dict[str, Any]:
+        """Headers of the copy published for the next attempt."""
+        return retry_headers(self.headers, self.number, self.policy.delay)
+
+    def unusable(self, error: Exception, delivery: Mapping[str, Any] | str) -> None:
+        """Log a delivery with no usable command ID, payload or sent time; the
+        consumer rejects it (:attr:`Step.REJECT`) without running the guard."""
+        log_refusal(self.policy.logger, error, delivery)
+
+    def settle(self, error: Exception | None, command_id: str, delivery: Mapping[str, Any]) -> Step:
+        """The step after the guarded run ended with ``error`` (None: committed).
+
+        ``delivery`` is logged with a refusal the inbox did not quarantine.
+        """
+        if error is None:
+            return Step.ACK
+        policy = self.policy
+        outcome = outcome_of(
+            error,
+            last_attempt=lambda: out_of_attempts(self.number, policy.max_attempts),
+            retry_failures=True,
+        )
+        if outcome.refused:
+            log_refusal(policy.logger, error, delivery)
+            return Step.REJECT
+        if outcome.exhausted:
+            policy.logger.error(
+                "giving up on %s after its last attempt failed: %r", command_id, error
+            )
+            return Step.GIVE_UP
+        policy.logger.warning(
+            "attempt %d/%d of %s failed (%r); retrying in %.1fs",
+            self.number,
+            policy.max_attempts,
+            command_id,
+            error,
+            policy.delay,
+        )
+        return Step.RETRY

@@ -1,0 +1,67 @@
+"""One outcome policy: what a failed delivery becomes, for every adapter."""
+
+from __future__ import annotations
+
+import pytest
+
+import inboxguard
+from inboxguard._core import headers
+from inboxguard._core.outcome import Disposition, Outcome, classify, out_of_attempts
+
+
+def _busy() -> inboxguard.InProgressError:
+    return inboxguard.InProgressError("busy", consumer="c", command_id="x")
+
+
+def _mismatch() -> inboxguard.PayloadMismatchError:
+    return inboxguard.PayloadMismatchError(
+        consumer="c", command_id="x", stored_digest="a", incoming_digest="b"
+    )
+
+
+def test_a_refusal_is_refused_on_every_attempt() -> None:
+    for error in (_mismatch(), inboxguard.InvalidCommandError("no id")):
+        outcome = classify(error, last_attempt=lambda: pytest.fail("not asked"))
+        assert outcome == Outcome(Disposition.REFUSE)
+        assert outcome.refused
+        assert not outcome.retried
+
+
+def test_a_retry_is_retried_until_the_last_attempt_then_exhausted() -> None:
+    assert classify(_busy(), last_attempt=lambda: False).retried
+    outcome = classify(_busy(), last_attempt=lambda: True)
+    assert (outcome.disposition, outcome.exhausted, outcome.retried) == (
+        Disposition.RETRY,
+        True,
+        False,
+    )
+
+
+def test_a_foreign_error_is_judged_by_the_injected_predicate() -> None:
+    transient = classify(OSError("lost"), is_transient=lambda e: isinstance(e, OSError))
+    assert transient.retried
+    assert classify(ValueError("bug"), is_transient=lambda e: False).failed
+
+
+def test_a_failure_is_retried_only_where_the_framework_has_no_failure_path() -> None:
+    assert classify(ValueError("bug")).failed
+    config = inboxguard.ConfigurationError("bad setup")
+    assert classify(config, retry_failures=True, last_attempt=lambda: False).retried
+    assert classify(config, retry_failures=True, last_attempt=lambda: True).exhausted
+    # A refusal is never turned into a retry.
+    assert classify(_mismatch(), retry_failures=True).refused
+
+
+def test_out_of_attempts_counts_from_one() -> None:
+    assert not out_of_attempts(1, 2)
+    assert out_of_attempts(2, 2)
+    assert not out_of_attempts(99, None)
+
+
+def test_one_canonical_sent_at_header_and_the_legacy_spelling_still_read() -> None:
+    assert headers.SENT_AT == "x-inbox-sent-at"
+    assert headers.sent_at_of({headers.LEGACY_SENT_AT: "t0"}) == "t0"
+    both = {headers.LEGACY_SENT_AT: "old", headers.SENT_AT: "new"}
+    assert headers.sent_at_of(both) == "new"
+    assert headers.sent_at_of(None) is None
+    assert inboxguard.outbox.HEADER_SENT_AT == headers.SENT_AT
