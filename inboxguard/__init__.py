@@ -11,8 +11,7 @@ from inboxguard._core.context import current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
-from inboxguard.effects._ledger import EffectLedger
-from inboxguard.effects._records import EffectRecord, EffectTransition, ReconcileReport
+from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
 from inboxguard.effects.state import EffectState
@@ -20,6 +19,7 @@ from inboxguard.errors import (
     BeyondRetentionError,
     CommandRejectedError,
     ConfigurationError,
+    Disposition,
     EffectError,
     EffectOutcomeUnknownError,
     EffectPayloadConflictError,
@@ -38,9 +38,15 @@ from inboxguard.errors import (
     StaleLeaseError,
     UnsupportedDialectError,
 )
-from inboxguard.inbox import Inbox
-from inboxguard.inbox._purge import PurgePlan, PurgeReport
-from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.inbox import (
+    Inbox,
+    InboxEntry,
+    InboxRecord,
+    PurgePlan,
+    PurgeReport,
+    QuarantineReason,
+    QuarantineRecord,
+)
 from inboxguard.outbox import (
     CompactionResult,
     Dispatcher,
@@ -61,6 +67,7 @@ __all__ = [
     "ConfigurationError",
     "DispatchStats",
     "Dispatcher",
+    "Disposition",
     "EffectError",
     "EffectLedger",
     "EffectOutcomeUnknownError",

@@ -2,7 +2,7 @@
 
 Each class says what happened and what to do about it, carries a stable
 ``code`` (the anchor of its entry in ``docs/errors.md``) and a
-``disposition`` (see :class:`inboxguard._core.outcome.Disposition`), so that
+``disposition`` (see :class:`Disposition`), so that
 adapters choose between "refuse", "retry later" and "let it fail" without a
 table of their own; ``retryable`` is true exactly when the disposition is
 ``retry``::
@@ -45,14 +45,14 @@ Control flow is not an error: a duplicate is an outcome
 
 from __future__ import annotations
 
+import enum
 from typing import Any, ClassVar
-
-from inboxguard._core.outcome import Disposition
 
 __all__ = [
     "BeyondRetentionError",
     "CommandRejectedError",
     "ConfigurationError",
+    "Disposition",
     "EffectError",
     "EffectOutcomeUnknownError",
     "EffectPayloadConflictError",
@@ -71,6 +71,29 @@ __all__ = [
     "StaleLeaseError",
     "UnsupportedDialectError",
 ]
+
+
+class Disposition(enum.Enum):
+    """What a delivery that raised an error must become."""
+
+    #: The message must never run again, whatever the attempt: it is (or
+    #: already was, by the inbox) quarantined, then dead-lettered, without
+    #: requeue. Mismatched payloads, messages beyond retention, unusable
+    #: command IDs or payloads.
+    REFUSE = "refuse"
+    #: Delivering the same message again later may succeed (a busy claim, a
+    #: transient database error, an ambiguous effect): deliver it again with
+    #: backoff; once the retries are exhausted, quarantine it as
+    #: ``retries_exhausted``, then dead-letter it.
+    RETRY = "retry"
+    #: A defect or a misconfiguration that retrying by itself cannot fix, or an
+    #: error inboxguard cannot judge (one the handler raised). inboxguard does
+    #: not retry it: each adapter hands it to its framework's own failure path
+    #: (Celery fails the task; Dramatiq's Retries middleware applies the
+    #: actor's policy; the kombu and aio-pika consumers, which have no failure
+    #: path of their own, retry it like :attr:`RETRY`).
+    FAIL = "fail"
+
 
 #: Where each error is explained, relative to the project root (and the docs site).
 _DOCS = "docs/errors.md#"

@@ -1,7 +1,7 @@
 """What a failed delivery means: refuse it, retry it, or let it fail.
 
 Every error class in :mod:`inboxguard.errors` carries its
-:class:`Disposition`; :func:`classify` maps any exception (inboxguard's or
+:class:`~inboxguard.errors.Disposition`; :func:`classify` maps any exception (inboxguard's or
 not) and the delivery's attempt count to an :class:`Outcome`. The adapters
 only translate an outcome into their framework's verbs (reject, retry, ack);
 they decide nothing themselves.
@@ -9,33 +9,12 @@ they decide nothing themselves.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inboxguard.errors import Disposition
+
 __all__ = ["Disposition", "Outcome", "classify", "disposition_of", "out_of_attempts"]
-
-
-class Disposition(enum.Enum):
-    """What a delivery that raised an error must become."""
-
-    #: The message must never run again, whatever the attempt: it is (or
-    #: already was, by the inbox) quarantined, then dead-lettered, without
-    #: requeue. Mismatched payloads, messages beyond retention, unusable
-    #: command IDs or payloads.
-    REFUSE = "refuse"
-    #: Delivering the same message again later may succeed (a busy claim, a
-    #: transient database error, an ambiguous effect): deliver it again with
-    #: backoff; once the retries are exhausted, quarantine it as
-    #: ``retries_exhausted``, then dead-letter it.
-    RETRY = "retry"
-    #: A defect or a misconfiguration that retrying by itself cannot fix, or an
-    #: error inboxguard cannot judge (one the handler raised). inboxguard does
-    #: not retry it: each adapter hands it to its framework's own failure path
-    #: (Celery fails the task; Dramatiq's Retries middleware applies the
-    #: actor's policy; the kombu and aio-pika consumers, which have no failure
-    #: path of their own, retry it like :attr:`RETRY`).
-    FAIL = "fail"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,10 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
+from inboxguard._core.details import encode_details
 from inboxguard.effects._records import EffectRecord, EffectTransition
 from inboxguard.effects.provider import Receipt
 from inboxguard.effects.state import EffectState
-from inboxguard.inbox._quarantine import encode_details
 from inboxguard.sql.tables import EffectTables
 
 __all__ = ["Event", "Held", "Store", "prepared_row", "receipt_columns", "to_record"]

@@ -4,5 +4,15 @@ own database transaction."""
 from __future__ import annotations
 
 from inboxguard.inbox._inbox import Inbox
+from inboxguard.inbox._purge import PurgePlan, PurgeReport
+from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 
-__all__ = ["Inbox"]
+__all__ = [
+    "Inbox",
+    "InboxEntry",
+    "InboxRecord",
+    "PurgePlan",
+    "PurgeReport",
+    "QuarantineReason",
+    "QuarantineRecord",
+]

@@ -15,19 +15,13 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
+from inboxguard._core.details import encode_details
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.schema import InboxTables
 
-__all__ = ["QuarantineStore", "encode_details", "log_write_failure", "quarantine_values"]
+__all__ = ["QuarantineStore", "log_write_failure", "quarantine_values"]
 
 logger = logging.getLogger("inboxguard")
-
-
-def encode_details(details: Mapping[str, Any] | None) -> str | None:
-    """Encode what is known of a message; never fails (unknown types use repr)."""
-    if details is None:
-        return None
-    return json.dumps(details, default=repr, sort_keys=True, ensure_ascii=False)
 
 
 def quarantine_values(
