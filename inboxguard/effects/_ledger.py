@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import validate_identity
@@ -24,7 +25,6 @@ from inboxguard.effects._rules import (
     provider_name,
     refuse_if_leased,
     settled,
-    valid_prefix,
     why_takeover,
 )
 from inboxguard.effects._store import Held, Store, prepared_row
@@ -36,6 +36,7 @@ from inboxguard.errors import (
     ProviderRejectedError,
     ReconciliationRequiredError,
 )
+from inboxguard.sql.connection import check_engine
 from inboxguard.sql.tables import effect_tables
 
 __all__ = ["DEFAULT_LEASE", "EffectLedger"]
@@ -75,15 +76,9 @@ class EffectLedger:
         clock: Clock | None = None,
         actor: str | None = None,
     ) -> None:
-        if not isinstance(engine, Engine):
-            msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
-            raise ConfigurationError(msg)
-        if not isinstance(table_prefix, str) or not valid_prefix(table_prefix):
-            msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
-            raise ConfigurationError(msg)
-        if clock is not None and not callable(clock):
-            msg = f"clock must be a zero-argument callable, got {clock!r}"
-            raise ConfigurationError(msg)
+        check_engine(engine)
+        check_table_prefix(table_prefix)
+        check_clock(clock)
         if actor is not None and (not isinstance(actor, str) or not actor):
             msg = f"actor must be a non-empty str or None, got {actor!r}"
             raise ConfigurationError(msg)

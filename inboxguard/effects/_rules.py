@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 
 from inboxguard.effects._records import EffectRecord
 from inboxguard.effects.provider import Provider, ProviderContract, Receipt
@@ -25,18 +24,11 @@ __all__ = [
     "provider_name",
     "refuse_if_leased",
     "settled",
-    "valid_prefix",
     "why_takeover",
 ]
 
 logger = logging.getLogger("inboxguard.effects")
 _PENDING = (EffectState.PREPARED, EffectState.UNKNOWN)
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
-
-
-def valid_prefix(prefix: str) -> bool:
-    """True when ``prefix`` is usable as a table prefix."""
-    return _PREFIX.match(prefix) is not None
 
 
 def contract_of(provider: Provider) -> ProviderContract:

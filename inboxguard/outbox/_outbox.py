@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ from sqlalchemy import Connection, Executable
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
@@ -30,12 +30,12 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
+from inboxguard.sql.connection import check_engine, connection_of
 from inboxguard.sql.dialects import OutboxStatements, database_for
 from inboxguard.sql.tables import outbox_tables
 
 __all__ = ["Outbox"]
 
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
 _RESERVED = frozenset({HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT})
 #: Default time delivered rows keep their payload, headers and receipt.
 DEFAULT_DELIVERED_RETENTION = dt.timedelta(days=1)
@@ -83,7 +83,9 @@ class Outbox:
         delivered_retention: dt.timedelta = DEFAULT_DELIVERED_RETENTION,
         notify: bool | None = None,
     ) -> None:
-        _check_arguments(engine, table_prefix, clock)
+        check_engine(engine)
+        check_table_prefix(table_prefix)
+        check_clock(clock)
         self.retention = RetentionPolicy.coerce(retention)
         _check_delivered_retention(delivered_retention, self.retention)
         database = database_for(engine.dialect)
@@ -155,7 +157,14 @@ class Outbox:
             "due_at": now,
             "attempts": 0,
         }
-        conn = _connection_of(session)
+        conn = connection_of(
+            session,
+            wrong_type=(
+                "add() needs the sqlalchemy Session or Connection of the business"
+                " transaction, got {type}"
+            ),
+            row="the outbox row could commit without the business change",
+        )
         st = self.statements
         if st.add_row(conn, values):
             if self.notify:
@@ -252,18 +261,6 @@ class Outbox:
         ]
 
 
-def _check_arguments(engine: object, table_prefix: object, clock: object) -> None:
-    if not isinstance(engine, Engine):
-        msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
-        raise ConfigurationError(msg)
-    if not isinstance(table_prefix, str) or not _PREFIX.match(table_prefix):
-        msg = f"table_prefix {table_prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,39}}"
-        raise ConfigurationError(msg)
-    if clock is not None and not callable(clock):
-        msg = f"clock must be a zero-argument callable, got {clock!r}"
-        raise ConfigurationError(msg)
-
-
 def _check_delivered_retention(delivered: object, retention: RetentionPolicy) -> None:
     if not isinstance(delivered, dt.timedelta) or delivered < dt.timedelta(0):
         msg = f"delivered_retention must be a non-negative timedelta, got {delivered!r}"
@@ -294,23 +291,3 @@ def _encode_headers(headers: Mapping[str, Any] | None) -> str | None:
         )
         raise PayloadEncodingError(msg, path="headers")
     return canonical_json(dict(headers), root="headers") if headers else None
-
-
-def _connection_of(session: Session | Connection) -> Connection:
-    if isinstance(session, Session):
-        conn = session.connection()
-    elif isinstance(session, Connection):
-        conn = session
-    else:
-        msg = (
-            f"add() needs the sqlalchemy Session or Connection of the business"
-            f" transaction, got {type(session).__name__}"
-        )
-        raise ConfigurationError(msg)
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        msg = (
-            "the connection runs in AUTOCOMMIT mode, so the outbox row could commit"
-            " without the business change; use a transactional connection"
-        )
-        raise ConfigurationError(msg)
-    return conn

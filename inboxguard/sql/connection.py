@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from inboxguard.errors import ConfigurationError
@@ -24,7 +25,18 @@ from inboxguard.errors import ConfigurationError
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-__all__ = ["async_connection_of", "connection_of"]
+__all__ = ["async_connection_of", "check_engine", "connection_of"]
+
+
+def check_engine(engine: object, *, async_hint: str = "") -> Engine:
+    """Return ``engine`` if it is a sync SQLAlchemy ``Engine``, else raise
+    ConfigurationError; ``async_hint`` is added when an ``AsyncEngine`` was passed."""
+    if not isinstance(engine, Engine):
+        msg = f"engine must be a sqlalchemy Engine, got {type(engine).__name__}"
+        if async_hint and hasattr(engine, "sync_engine"):
+            msg += async_hint
+        raise ConfigurationError(msg)
+    return engine
 
 
 def connection_of(session: Session | Connection, *, wrong_type: str, row: str) -> Connection:
