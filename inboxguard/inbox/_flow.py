@@ -49,7 +49,7 @@ from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.sql.dialects import Claim, Dialect, dialect_for
 from inboxguard.sql.errors import is_busy
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
 __all__ = [
     "Connect",

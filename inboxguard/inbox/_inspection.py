@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from inboxguard.inbox._records import InboxRecord
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
 __all__ = ["lookup_evidence"]
 

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport, plan_purge, run_purge
-from inboxguard.inbox._watermark import advance, watermark_table
+from inboxguard.inbox._watermark import advance
 from inboxguard.sql.connection import connection_of
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
 __all__ = ["Maintenance", "ResolvedCutoff"]
 
@@ -40,7 +40,7 @@ class Maintenance:
         self._tables = tables
         self._retention = retention
         self._clock = clock
-        self.watermarks = watermark_table(tables)
+        self.watermarks = tables.watermark
 
     def plan(self, *, now: dt.datetime | None, resolved_before: ResolvedCutoff) -> PurgePlan:
         """Count what :meth:`purge` would do, changing nothing."""

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.details import encode_details
 from inboxguard.inbox._records import QuarantineRecord
-from inboxguard.sql.schema import InboxTables
+from inboxguard.sql.tables import InboxTables
 
 __all__ = ["QuarantineStore", "log_write_failure", "quarantine_values"]
 

@@ -24,9 +24,8 @@ from sqlalchemy import Connection, Table
 from inboxguard._core.identity import validate_identity
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import Database, Watermark, database_for, drive
-from inboxguard.sql.tables import watermark_table
 
-__all__ = ["advance", "watermark_table"]
+__all__ = ["advance"]
 
 _MIN, _MAX = -(2**63), 2**63 - 1
 

@@ -38,7 +38,6 @@ __all__ = [
     "effect_tables",
     "inbox_tables",
     "outbox_tables",
-    "watermark_table",
 ]
 
 
@@ -79,11 +78,6 @@ def inbox_tables(prefix: str) -> InboxTables:
         _quarantine(metadata, prefix),
         _watermark(metadata, prefix),
     )
-
-
-def watermark_table(tables: InboxTables) -> Table:
-    """The ``<prefix>watermark`` table, on the inbox's MetaData."""
-    return tables.watermark
 
 
 def _inbox(metadata: MetaData, prefix: str) -> Table:

@@ -51,7 +51,7 @@ from inboxguard import (
     digest_of,
 )
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard.sql.schema import UtcDateTime
+from inboxguard.sql.types import UtcDateTime
 
 BEHAVIOURS = ("ok", "accept_then_timeout", "timeout", "connection_error", "reject")
 
