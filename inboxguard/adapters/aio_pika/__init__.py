@@ -1,18 +1,48 @@
 """aio-pika consumers: a message callback that runs each command once, on asyncio.
 
-See :func:`guarded`; the module docstring of ``_consumer`` tabulates every outcome.
+:func:`guarded` is the asyncio twin of :func:`inboxguard.adapters.kombu.guarded`
+(same headers, same outcomes), built on :meth:`inboxguard.Inbox.guard_async`:
+
+====================================  ===============================================
+guard outcome                         what happens to the message
+====================================  ===============================================
+fresh                                 handler awaited, result stored, COMMIT, ack
+duplicate (same digest)               ack; the handler does not run
+payload mismatch / beyond retention   quarantined (body, headers, properties), then
+                                      ``reject(requeue=False)``
+in progress / transient DB error /    a copy with ``x-inbox-attempt`` + 1 and an
+handler exception                     ``x-inbox-retry-at`` time is published, then
+                                      the original is acked; the copy waits (without
+                                      blocking the loop) until that time; at
+                                      ``max_attempts`` quarantined as
+                                      ``retries_exhausted`` and rejected
+====================================  ===============================================
 """
 
 from __future__ import annotations
 
-from inboxguard.adapters.aio_pika._consumer import (
+import asyncio
+import datetime as dt
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from aio_pika import Message
+from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from inboxguard import Inbox, QuarantineReason
+from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
-    guarded,
+    id_getter,
+    sent_at_from,
 )
+from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -22,3 +52,172 @@ __all__ = [
     "SENT_AT_HEADER",
     "guarded",
 ]
+
+logger = logging.getLogger("inboxguard.aio_pika")
+
+Callback = Callable[[AbstractIncomingMessage], Awaitable[None]]
+Handler = Callable[[Any, AbstractIncomingMessage], Awaitable[Any]]
+
+
+def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
+    handler: Handler,
+    inbox: Inbox,
+    *,
+    session_factory: Callable[[], AsyncSession],
+    command_id: Callable[[Any], Any] | str,
+    consumer: str,
+    exchange: AbstractExchange,
+    exclude: Iterable[str] = (),
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
+    decode: Callable[[bytes], Any] = json.loads,
+) -> Callback:
+    """Return an aio-pika callback awaiting ``handler(body, message)`` once per command.
+
+    ``body`` is ``decode(message.body)`` (JSON by default) and is the payload
+    digested; the handler reaches its ``AsyncSession`` with
+    :func:`inboxguard.current_session`. ``command_id`` is a callable over the
+    body or a key of it. Retried copies are published to ``exchange`` (for
+    example ``channel.default_exchange``) with the delivery's routing key.
+
+    Raises:
+        ConfigurationError: an argument cannot keep the guarantees.
+    """
+    policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
+    get_id = id_getter(command_id)
+
+    async def callback(message: AbstractIncomingMessage) -> None:
+        attempt = policy.receive(message.headers)
+        await asyncio.sleep(attempt.wait)
+        try:
+            body = decode(message.body)
+            details = _details(body, message, attempt.number)
+            cid = get_id(body)
+            sent_at = sent_at_from(attempt.headers, message.timestamp)
+        except Exception as bad:
+            attempt.unusable(bad, f"body={message.body!r} headers={message.headers!r}")
+            await _quietly(message.reject(requeue=False), "reject")
+            return
+        try:
+            await run(body, message, cid, sent_at, details)
+        except Exception as error:
+            step = attempt.settle(error, cid, details)
+            if step is Step.GIVE_UP:
+                await run.exhausted(cid, body, error, details)
+        else:
+            step = Step.ACK
+        await _perform(step, message, attempt, exchange)
+
+    return callback
+
+
+class _Runner:
+    """One delivery's transaction: guard, awaited handler, commit."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        inbox: Inbox,
+        session_factory: Callable[[], AsyncSession],
+        consumer: str,
+        exclude: tuple[str, ...],
+    ) -> None:
+        self.handler = handler
+        self.inbox = inbox
+        self.session_factory = session_factory
+        self.consumer = consumer
+        self.exclude = exclude
+
+    async def __call__(
+        self,
+        body: Any,
+        message: AbstractIncomingMessage,
+        cid: str,
+        sent_at: dt.datetime | None,
+        details: Mapping[str, Any],
+    ) -> None:
+        async with (
+            self.session_factory() as session,
+            session.begin(),
+            self.inbox.guard_async(
+                session,
+                consumer=self.consumer,
+                command_id=cid,
+                payload=body,
+                exclude=self.exclude,
+                sent_at=sent_at,
+                details=details,
+            ) as entry,
+        ):
+            if not entry.duplicate:
+                entry.result = await self.handler(body, message)
+
+    async def exhausted(
+        self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]
+    ) -> None:
+        async with self.session_factory() as session:
+            engine = (await session.connection()).engine
+        await self.inbox.quarantine_delivery_async(
+            engine,
+            consumer=self.consumer,
+            command_id=cid,
+            payload=body,
+            reason=QuarantineReason.RETRIES_EXHAUSTED,
+            exclude=self.exclude,
+            details={**details, "last_error": repr(error)},
+        )
+
+
+def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[str, Any]:
+    props = message.info()
+    props.pop("headers", None)
+    return {
+        "body": body,
+        "headers": dict(message.headers or {}),
+        "properties": {k: v for k, v in props.items() if v is not None},
+        "exchange": message.exchange,
+        "routing_key": message.routing_key,
+        "redelivered": message.redelivered,
+        "attempt": attempt,
+    }
+
+
+async def _perform(
+    step: Step, message: AbstractIncomingMessage, attempt: Attempt, exchange: AbstractExchange
+) -> None:
+    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
+    if step is Step.ACK:
+        await _quietly(message.ack(), "ack after the commit")
+    elif step is Step.RETRY:
+        await _republish(exchange, message, attempt.next_headers())
+        await _quietly(message.ack(), "ack after publishing the retry copy")
+    else:
+        await _quietly(message.reject(requeue=False), "reject")
+
+
+async def _republish(
+    exchange: AbstractExchange, message: AbstractIncomingMessage, headers: dict[str, Any]
+) -> None:
+    copy = Message(
+        message.body,
+        headers=headers,
+        content_type=message.content_type,
+        content_encoding=message.content_encoding,
+        delivery_mode=message.delivery_mode,
+        message_id=message.message_id,
+        correlation_id=message.correlation_id,
+        reply_to=message.reply_to,
+        timestamp=message.timestamp,
+        type=message.type,
+        app_id=message.app_id,
+        priority=message.priority,
+    )
+    await exchange.publish(copy, routing_key=message.routing_key or "")
+
+
+async def _quietly(action: Awaitable[None], what: str) -> None:
+    try:
+        await action
+    except Exception:
+        logger.warning("%s failed; a redelivery will be handled by the inbox", what, exc_info=True)

@@ -1,18 +1,49 @@
 """kombu consumers: a ``(body, message)`` callback that runs each command once.
 
-See :func:`guarded`; the module docstring of ``_consumer`` tabulates every outcome.
+:func:`guarded` wraps a handler so that, per delivery:
+
+====================================  ===============================================
+guard outcome                         what happens to the message
+====================================  ===============================================
+fresh                                 handler runs, result stored, COMMIT, then ack
+duplicate (same digest)               ack; the handler does not run
+payload mismatch / beyond retention   quarantined (body, headers, properties), then
+                                      ``reject(requeue=False)``
+in progress / transient DB error /    a copy carrying ``x-inbox-attempt`` + 1 and a
+handler exception                     ``x-inbox-retry-at`` time is published, then
+                                      the original is acked; the copy waits until
+                                      that time; at ``max_attempts`` quarantined
+                                      (``retries_exhausted``) and rejected
+====================================  ===============================================
+
+An ack that fails after the commit is logged and harmless: the redelivery is a
+duplicate. Callbacks run on the consumer thread; keep transactions (and
+``retry_delay``) well below the broker heartbeat interval.
 """
 
 from __future__ import annotations
 
-from inboxguard.adapters.kombu._consumer import (
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kombu.message import Message
+from kombu.messaging import Producer
+from sqlalchemy.orm import Session
+
+from inboxguard import Inbox, QuarantineReason
+from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
-    guarded,
+    id_getter,
+    sent_at_from,
 )
+from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -22,3 +53,196 @@ __all__ = [
     "SENT_AT_HEADER",
     "guarded",
 ]
+
+logger = logging.getLogger("inboxguard.kombu")
+
+_COPIED_PROPERTIES = (
+    "message_id",
+    "correlation_id",
+    "reply_to",
+    "timestamp",
+    "priority",
+    "type",
+    "app_id",
+    "delivery_mode",
+)
+
+Callback = Callable[[Any, Message], None]
+
+
+def guarded(  # noqa: PLR0913 - the issue's signature
+    handler: Callable[[Any, Message], Any],
+    inbox: Inbox,
+    *,
+    session_factory: Callable[[], Session],
+    command_id: Callable[[Any], Any] | str,
+    consumer: str,
+    exclude: Iterable[str] = (),
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
+    producer: Producer | Callable[[], Producer] | None = None,
+) -> Callback:
+    """Return a kombu callback running ``handler(body, message)`` once per command.
+
+    The handler reaches its session with :func:`inboxguard.current_session`;
+    its return value (JSON or None) is stored as the command's result.
+    ``command_id`` is a callable over the decoded body, or a key of it. The
+    payload digested is the decoded body. Retried copies are published with
+    ``producer`` (a Producer or a zero-argument callable returning one, such
+    as ``lambda: self.producer`` in a ``ConsumerProducerMixin``; default: one
+    on the message's own channel) to the exchange and routing key the message
+    came through.
+
+    Raises:
+        ConfigurationError: an argument cannot keep the guarantees.
+    """
+    policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
+
+    def callback(body: Any, message: Message) -> None:
+        attempt = policy.receive(message.headers)
+        time.sleep(attempt.wait)
+        details = _details(body, message, attempt.number)
+        try:
+            cid = run.command_id(body)
+            sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
+        except Exception as bad:
+            attempt.unusable(bad, details)
+            _reject(message)
+            return
+        try:
+            run(body, message, cid, sent_at, details)
+        except Exception as error:
+            step = attempt.settle(error, cid, details)
+            if step is Step.GIVE_UP:
+                run.exhausted(cid, body, error, details)
+        else:
+            step = Step.ACK
+        _perform(step, message, cid, attempt, producer)
+
+    return callback
+
+
+class _Runner:
+    """One delivery's transaction: guard, handler, commit."""
+
+    def __init__(
+        self,
+        handler: Callable[[Any, Message], Any],
+        inbox: Inbox,
+        session_factory: Callable[[], Session],
+        command_id: Callable[[Any], str],
+        consumer: str,
+        exclude: tuple[str, ...],
+    ) -> None:
+        self.handler = handler
+        self.inbox = inbox
+        self.session_factory = session_factory
+        self.command_id = command_id
+        self.consumer = consumer
+        self.exclude = exclude
+
+    def __call__(
+        self,
+        body: Any,
+        message: Message,
+        cid: str,
+        sent_at: dt.datetime | None,
+        details: Mapping[str, Any],
+    ) -> None:
+        with (
+            self.session_factory() as session,
+            session.begin(),
+            self.inbox.guard(
+                session,
+                consumer=self.consumer,
+                command_id=cid,
+                payload=body,
+                exclude=self.exclude,
+                sent_at=sent_at,
+                details=details,
+            ) as entry,
+        ):
+            if not entry.duplicate:
+                entry.result = self.handler(body, message)
+
+    def exhausted(self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]) -> None:
+        self.inbox.quarantine_delivery(
+            consumer=self.consumer,
+            command_id=cid,
+            payload=body,
+            reason=QuarantineReason.RETRIES_EXHAUSTED,
+            exclude=self.exclude,
+            details={**details, "last_error": repr(error)},
+        )
+
+
+def _details(body: Any, message: Message, attempt: int) -> dict[str, Any]:
+    info = message.delivery_info or {}
+    return {
+        "body": body,
+        "headers": dict(message.headers or {}),
+        "properties": {k: v for k, v in (message.properties or {}).items() if k != "delivery_info"},
+        "exchange": info.get("exchange"),
+        "routing_key": info.get("routing_key"),
+        "redelivered": info.get("redelivered"),
+        "attempt": attempt,
+    }
+
+
+def _perform(
+    step: Step,
+    message: Message,
+    cid: str,
+    attempt: Attempt,
+    producer: Producer | Callable[[], Producer] | None,
+) -> None:
+    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
+    if step is Step.ACK:
+        _ack(message, cid, "its commit")
+    elif step is Step.RETRY:
+        _republish(_producer_for(producer, message), message, attempt.next_headers())
+        _ack(message, cid, "its retry copy was published")
+    else:
+        _reject(message)
+
+
+def _republish(producer: Producer, message: Message, headers: Mapping[str, Any]) -> None:
+    info = message.delivery_info or {}
+    props = {k: v for k, v in (message.properties or {}).items() if k in _COPIED_PROPERTIES}
+    producer.publish(  # type: ignore[no-untyped-call]
+        message.body,
+        exchange=info.get("exchange") or "",
+        routing_key=info.get("routing_key") or "",
+        content_type=message.content_type,
+        content_encoding=message.content_encoding,
+        headers=headers,
+        **props,
+    )
+
+
+def _producer_for(producer: Producer | Callable[[], Producer] | None, message: Message) -> Producer:
+    if producer is None:
+        return Producer(message.channel)  # type: ignore[no-untyped-call]
+    if isinstance(producer, Producer):
+        return producer
+    return producer()
+
+
+def _ack(message: Message, cid: str, after: str) -> None:
+    try:
+        message.ack()  # type: ignore[no-untyped-call]
+    except Exception:
+        logger.warning(
+            "ack of %s failed after %s; the redelivery will be acked as a duplicate",
+            cid,
+            after,
+            exc_info=True,
+        )
+
+
+def _reject(message: Message) -> None:
+    try:
+        message.reject(requeue=False)  # type: ignore[no-untyped-call]
+    except Exception:
+        logger.warning("reject failed; the redelivery will be refused again", exc_info=True)
