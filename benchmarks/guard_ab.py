@@ -1,12 +1,15 @@
-"""One process, one workload: fresh and duplicate guards on PostgreSQL.
+"""The same guard workload on two checkouts of the package, alternating.
 
-Meant for whole-process A/B timing of two checkouts of the package (for
-example before and after a restructuring): run the same file with
-``PYTHONPATH`` pointing at each checkout, alternating, and compare the
-per-pair ratio of wall times. It prints the checkout it imported and the
-elapsed seconds of its timed section.
+For a before/after comparison of a change that must not slow the guard (a
+restructuring, say). One run is one process: fresh guards then duplicate
+guards of the same commands on a PostgreSQL database of its own, the timed
+section printed in seconds. With ``--vs OTHER`` the script runs itself,
+alternately, against this checkout and ``OTHER`` (a directory holding an
+``inboxguard`` package, e.g. a ``git worktree`` of an older commit), and
+prints the median of the per-pair ratios this/other with their range:
 
-    PYTHONPATH=. python benchmarks/guard_ab.py
+    git worktree add /tmp/before 8680cef
+    python benchmarks/guard_ab.py --vs /tmp/before --pairs 10
 
 Environment: ``INBOXGUARD_PG_URL`` (admin URL, default the local server),
 ``AB_MESSAGES`` (default 2000).
@@ -14,10 +17,15 @@ Environment: ``INBOXGUARD_PG_URL`` (admin URL, default the local server),
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
+import statistics
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert, text
 
@@ -27,7 +35,8 @@ PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@12
 MESSAGES = int(os.environ.get("AB_MESSAGES", "2000"))
 
 
-def main() -> None:
+def run_once() -> float:
+    """One workload in this process; returns the timed section's seconds."""
     name = f"ab_{uuid.uuid4().hex[:10]}"
     admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -56,12 +65,39 @@ def main() -> None:
                     conn.execute(insert(orders).values(id=i, ref=f"r{i}"))
                     entry.result = {"round": round_}
         elapsed = time.perf_counter() - started
-        print(f"{inboxguard.__file__} {elapsed:.3f}s for {MESSAGES} fresh + {MESSAGES} duplicates")
         engine.dispose()
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+    return elapsed
+
+
+def _timed(tree: Path) -> float:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vs", type=Path, help="another checkout to compare against")
+    parser.add_argument("--pairs", type=int, default=10)
+    args = parser.parse_args()
+    if args.vs is None:
+        print(f"{inboxguard.__file__} {run_once():.4f}")
+        return
+    here = Path(__file__).resolve().parent.parent
+    ratios = []
+    for _ in range(args.pairs):
+        ratios.append(_timed(here) / _timed(args.vs.resolve()))
+    print(
+        f"{MESSAGES} fresh + {MESSAGES} duplicate guards, {args.pairs} alternating pairs:"
+        f" this/other = {statistics.median(ratios):.3f}"
+        f" (min {min(ratios):.3f}, max {max(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":
