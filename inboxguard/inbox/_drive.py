@@ -37,10 +37,11 @@ from inboxguard.inbox._flow import (
     Request,
     WriteQuarantine,
 )
-from inboxguard.inbox._quarantine import log_write_failure
+from inboxguard.inbox._quarantine import log_not_written, log_write_failure
 from inboxguard.sql.connection import (
     async_connection_of,
     connection_of,
+    spare_connection_problem,
     transaction_kept,
     transaction_mark,
 )
@@ -125,6 +126,10 @@ def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
     """Write a quarantine record through ``engine``, in a transaction of its own
     on a connection other than the caller's; False (the record logged at
     ERROR) when no such connection is free or the write failed."""
+    problem = spare_connection_problem(engine.pool)
+    if problem is not None:
+        log_not_written(request.values, problem)
+        return False
     try:
         with engine.begin() as conn:
             conn.execute(request.statement(conn.dialect), request.values)
@@ -176,6 +181,10 @@ async def drive_async(
 async def quarantine_async(request: WriteQuarantine, engine: AsyncEngine) -> bool:
     """Write a quarantine record on a connection of its own, without blocking the
     loop; False (the record logged at ERROR) as :func:`quarantine_sync`."""
+    problem = spare_connection_problem(engine.sync_engine.pool)
+    if problem is not None:
+        log_not_written(request.values, problem)
+        return False
     try:
         async with engine.begin() as conn:
             await conn.execute(request.statement(conn.dialect), request.values)

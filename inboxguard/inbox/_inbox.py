@@ -29,7 +29,7 @@ from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
-from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings
+from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.sql.tables import inbox_tables
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class Inbox:
         clock: Clock | None = None,
     ) -> None:
         check_settings(engine, table_prefix, lock_timeout, clock)
+        warn_about_pool(engine)
         self.engine = engine
         self.retention = RetentionPolicy.coerce(retention)
         self.table_prefix = table_prefix

@@ -49,6 +49,7 @@ __all__ = [
     "async_connection_of",
     "check_engine",
     "connection_of",
+    "shared_pool_problem",
     "spare_connection_problem",
     "transaction_kept",
     "transaction_mark",
@@ -168,21 +169,33 @@ def transaction_kept(mark: TransactionMark) -> bool:
     )
 
 
-def spare_connection_problem(pool: Pool) -> str | None:
-    """Why ``pool`` cannot give a connection other than the caller's right now,
-    or None when it can without waiting.
+def shared_pool_problem(pool: Pool) -> str | None:
+    """Why ``pool`` can never give a connection other than the caller's, or None.
 
     ``SingletonThreadPool`` (SQLAlchemy's default for an in-memory SQLite
-    database) and ``StaticPool`` hand out the caller's own connection; a
-    ``QueuePool`` with every connection checked out and no overflow left
-    would make the caller wait for its own connection, up to the pool's
-    timeout.
+    database) and ``StaticPool`` hand out one connection to every checkout
+    (of a thread), so a "transaction of its own" would run on the caller's
+    connection and commit the caller's writes.
     """
     if isinstance(pool, SingletonThreadPool | StaticPool):
         return (
             f"the engine's {type(pool).__name__} hands out the caller's own connection,"
             " so a transaction of its own would commit the caller's writes"
         )
+    return None
+
+
+def spare_connection_problem(pool: Pool) -> str | None:
+    """Why ``pool`` cannot give a connection other than the caller's right now,
+    or None when it can without waiting.
+
+    Beyond :func:`shared_pool_problem`: a ``QueuePool`` with every connection
+    checked out and no overflow left would make the caller wait, up to the
+    pool's timeout, for a connection only it can give back.
+    """
+    shared = shared_pool_problem(pool)
+    if shared is not None:
+        return shared
     if isinstance(pool, QueuePool) and pool.checkedin() == 0:
         limit: int = getattr(pool, "_max_overflow", -1)
         if limit >= 0 and pool.overflow() >= limit:
