@@ -3,9 +3,15 @@
 Each does only what its kind of I/O needs: check the caller's session, run a
 statement on its connection, write a quarantine record in a transaction of
 its own, and run the caller's block with the entry (with
-:func:`inboxguard.current_session` bound). Every decision, and its order, is
-the flow's. A database error raised while performing a request is thrown back
-into the flow, which decides what it means.
+:func:`inboxguard.current_session` bound), reporting how the block ended and
+whether the caller's transaction is still the one the claim was made in.
+Every decision, and its order, is the flow's. A database error raised while
+performing a request is thrown back into the flow, which decides what it
+means.
+
+A quarantine record is never written on the caller's connection: when the
+engine's pool would hand out the caller's own connection, or has none free,
+the record is logged at ERROR instead, without waiting.
 
 The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 """
@@ -23,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.context import session_var
 from inboxguard.inbox._flow import (
+    BlockExit,
     Connect,
     Execute,
     GuardFlow,
@@ -30,8 +37,14 @@ from inboxguard.inbox._flow import (
     Request,
     WriteQuarantine,
 )
-from inboxguard.inbox._quarantine import log_write_failure
-from inboxguard.sql.connection import async_connection_of, connection_of
+from inboxguard.inbox._quarantine import log_not_written, log_write_failure
+from inboxguard.sql.connection import (
+    async_connection_of,
+    connection_of,
+    spare_connection_problem,
+    transaction_kept,
+    transaction_mark,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -86,12 +99,16 @@ def drive_sync(
         while request is not None:
             match request:
                 case HandOver(entry):
+                    mark = transaction_mark(conn)
                     token = session_var.set(session)
                     try:
                         yield entry
+                    except Exception as error:
+                        _resume(flow, BlockExit(transaction_kept(mark), error))
+                        raise
                     finally:
                         session_var.reset(token)
-                    request = _resume(flow)
+                    request = _resume(flow, BlockExit(transaction_kept(mark)))
                 case Execute(statement, params):
                     try:
                         result = conn.execute(statement, params)
@@ -106,7 +123,13 @@ def drive_sync(
 
 
 def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
-    """Write a quarantine record through ``engine``, in a transaction of its own."""
+    """Write a quarantine record through ``engine``, in a transaction of its own
+    on a connection other than the caller's; False (the record logged at
+    ERROR) when no such connection is free or the write failed."""
+    problem = spare_connection_problem(engine.pool)
+    if problem is not None:
+        log_not_written(request.values, problem)
+        return False
     try:
         with engine.begin() as conn:
             conn.execute(request.statement(conn.dialect), request.values)
@@ -132,12 +155,16 @@ async def drive_async(
         while request is not None:
             match request:
                 case HandOver(entry):
+                    mark = transaction_mark(conn.sync_connection)  # type: ignore[arg-type]
                     token = session_var.set(session)
                     try:
                         yield entry
+                    except Exception as error:
+                        _resume(flow, BlockExit(transaction_kept(mark), error))
+                        raise
                     finally:
                         session_var.reset(token)
-                    request = _resume(flow)
+                    request = _resume(flow, BlockExit(transaction_kept(mark)))
                 case Execute(statement, params):
                     try:
                         result = await conn.execute(statement, params)
@@ -152,7 +179,12 @@ async def drive_async(
 
 
 async def quarantine_async(request: WriteQuarantine, engine: AsyncEngine) -> bool:
-    """Write a quarantine record on a connection of its own, without blocking the loop."""
+    """Write a quarantine record on a connection of its own, without blocking the
+    loop; False (the record logged at ERROR) as :func:`quarantine_sync`."""
+    problem = spare_connection_problem(engine.sync_engine.pool)
+    if problem is not None:
+        log_not_written(request.values, problem)
+        return False
     try:
         async with engine.begin() as conn:
             await conn.execute(request.statement(conn.dialect), request.values)

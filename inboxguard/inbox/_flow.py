@@ -15,8 +15,13 @@ delivery, in one order, and asks for each piece of I/O by yielding a request:
 5. the verdict: a mismatch is quarantined and raised
    (:class:`~inboxguard.PayloadMismatchError`); a fresh or duplicate entry is
    handed to the caller's block (:class:`HandOver`);
-6. after a normal exit of the block, a fresh command's assigned result is
-   stored on the caller's connection.
+6. the block's exit (:class:`BlockExit`): when the caller's transaction was
+   committed or rolled back inside the block, a
+   :class:`~inboxguard.ConfigurationError` names the mistake, whether the
+   block raised or not;
+7. after a normal exit of the block, a fresh command's assigned result is
+   stored on the caller's connection; an update that matches no row is an
+   error.
 
 The drivers in :mod:`._drive` (one sync, one async, side by side) only
 perform these requests, the way ``httpx`` drives ``Auth.auth_flow``.
@@ -36,7 +41,7 @@ from sqlalchemy.exc import DBAPIError
 
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.errors import PayloadMismatchError
+from inboxguard.errors import ConfigurationError, PayloadMismatchError
 from inboxguard.inbox._decide import (
     Delivery,
     busy_error,
@@ -52,6 +57,7 @@ from inboxguard.sql.errors import is_busy
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
+    "BlockExit",
     "Connect",
     "Execute",
     "GuardFlow",
@@ -90,9 +96,24 @@ class WriteQuarantine:
 
 @dataclass(frozen=True, slots=True)
 class HandOver:
-    """Run the caller's block with ``entry``; reply None when it exits normally."""
+    """Run the caller's block with ``entry``; reply with its :class:`BlockExit`."""
 
     entry: InboxEntry
+
+
+@dataclass(frozen=True, slots=True)
+class BlockExit:
+    """What the driver saw when the caller's block ended.
+
+    ``kept``: the caller's transaction at exit is the one the claim was made
+    in, still open (savepoints inside the block may come and go);
+    ``error``: what the block raised, None when it exited normally. When the
+    block raised and the flow ends without an error of its own, the driver
+    re-raises ``error``.
+    """
+
+    kept: bool
+    error: Exception | None = None
 
 
 Request = Connect | Execute | WriteQuarantine | HandOver
@@ -138,9 +159,13 @@ class GuardFlows:
                 delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
             )
             raise found
-        yield HandOver(found)
-        if found._result_set and found.result is not None:  # noqa: SLF001
-            yield Execute(dialect.store_result_stmt, result_params(delivery, found))
+        end: BlockExit = yield HandOver(found)
+        if not end.kept:
+            raise _boundary_error(delivery) from end.error
+        if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
+            stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))
+            if stored.rowcount != 1:
+                raise _vanished_error(delivery, stored.rowcount)
 
     def quarantine(
         self,
@@ -196,6 +221,29 @@ class GuardFlows:
             details=delivery.details,
         )
         return WriteQuarantine(self._upsert_quarantine, values)
+
+
+def _boundary_error(delivery: Delivery) -> ConfigurationError:
+    msg = (
+        f"the transaction of command {delivery.command_id!r} (consumer"
+        f" {delivery.consumer!r}) was committed or rolled back inside the guarded block"
+        " (session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a"
+        " failed flush): the inbox row no longer commits with the block's changes, so"
+        " the command could be lost or applied twice. Never commit or roll back inside"
+        " the block; wrap a step that may fail in session.begin_nested() (a savepoint)"
+        " and let the caller end the transaction after the block. Roll back now"
+    )
+    return ConfigurationError(msg)
+
+
+def _vanished_error(delivery: Delivery, rowcount: int) -> ConfigurationError:
+    msg = (
+        f"storing the result of command {delivery.command_id!r} (consumer"
+        f" {delivery.consumer!r}) matched {rowcount} inbox rows instead of 1: its claim"
+        " was deleted or rolled back inside the guarded block. Never delete the inbox"
+        " row or roll back past the claim inside the block. Roll back now"
+    )
+    return ConfigurationError(msg)
 
 
 def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:

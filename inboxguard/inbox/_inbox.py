@@ -29,7 +29,7 @@ from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
-from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings
+from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.sql.tables import inbox_tables
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class Inbox:
         clock: Clock | None = None,
     ) -> None:
         check_settings(engine, table_prefix, lock_timeout, clock)
+        warn_about_pool(engine)
         self.engine = engine
         self.retention = RetentionPolicy.coerce(retention)
         self.table_prefix = table_prefix
@@ -152,7 +153,11 @@ class Inbox:
             PayloadEncodingError: the payload (or the assigned result) has no
                 canonical encoding.
             ConfigurationError: ``session`` is not a Session or Connection, or
-                runs in AUTOCOMMIT mode; ``sent_at`` is not timezone-aware.
+                commits each statement on its own (autocommit, however it was
+                set); ``sent_at`` is not timezone-aware; at the block's exit,
+                the transaction was committed or rolled back inside the block
+                (never do that; savepoints are fine), or the stored result
+                matched no inbox row.
             PayloadMismatchError: the command was processed with another
                 payload; quarantined, the block does not run.
             BeyondRetentionError: ``sent_at`` is older than the horizon;
@@ -228,7 +233,9 @@ class Inbox:
         The record is written in a transaction of its own, so it survives the
         caller's rollback. Adapters call this when a command's retries are
         exhausted, before the broker dead-letters it. Returns False when the
-        record could not be written (the whole record is logged at ERROR).
+        record could not be written, or the engine's pool had no connection
+        of its own to give (it shares the caller's connection, or none is
+        free): the whole record is then logged at ERROR, without waiting.
 
         Raises:
             InvalidCommandError: ``consumer`` or ``command_id`` is unusable.

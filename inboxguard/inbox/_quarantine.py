@@ -19,7 +19,7 @@ from inboxguard._core.details import encode_details
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.tables import InboxTables
 
-__all__ = ["QuarantineStore", "log_write_failure", "quarantine_values"]
+__all__ = ["QuarantineStore", "log_not_written", "log_write_failure", "quarantine_values"]
 
 logger = logging.getLogger("inboxguard")
 
@@ -57,6 +57,20 @@ def log_write_failure(values: Mapping[str, Any]) -> None:
         values["consumer"],
         values["command_id"],
         values["reason"],
+        dict(values),
+    )
+
+
+def log_not_written(values: Mapping[str, Any], why: str) -> None:
+    """Log at ERROR, with the whole record, a quarantine write that was not
+    attempted because no connection of its own was available (``why``)."""
+    logger.error(
+        "did not write the quarantine record for %s/%s (%s): %s; the message is"
+        " refused anyway; record: %s",
+        values["consumer"],
+        values["command_id"],
+        values["reason"],
+        why,
         dict(values),
     )
 

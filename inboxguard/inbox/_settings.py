@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
+
+from sqlalchemy.engine import Engine
 
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard.errors import ConfigurationError
-from inboxguard.sql.connection import check_engine
+from inboxguard.sql.connection import check_engine, shared_pool_problem
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "check_settings"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "check_settings", "warn_about_pool"]
+
+logger = logging.getLogger("inboxguard")
 
 #: Default bound on waiting for another transaction's claim.
 DEFAULT_LOCK_TIMEOUT = dt.timedelta(seconds=5)
@@ -39,3 +44,17 @@ def check_settings(
         msg = f"lock_timeout must be a non-negative timedelta or None, got {lock_timeout!r}"
         raise ConfigurationError(msg)
     check_clock(clock)
+
+
+def warn_about_pool(engine: Engine) -> None:
+    """Warn, once per inbox, when the engine's pool hands out the caller's own
+    connection: quarantine records are then logged at ERROR, never written
+    (a write on the caller's connection would commit the caller's changes)."""
+    problem = shared_pool_problem(engine.pool)
+    if problem is not None:
+        logger.warning(
+            "%s; quarantine records of this inbox will be logged at ERROR, not written."
+            " Use a pool with connections of their own (QueuePool, NullPool; for"
+            " SQLite, a database file) to keep them in the quarantine table",
+            problem,
+        )

@@ -143,6 +143,9 @@ class Outbox:
                 JSON encoding, or a header name is reserved.
             OutboxPayloadConflictError: the ID is stored with a different
                 payload; nothing was written, roll back.
+            ConfigurationError: ``session`` is not a Session or Connection,
+                or commits each statement on its own (autocommit, however it
+                was set: the row could outlive a rolled-back business change).
         """
         validate_identity(command_id, "command_id")
         validate_identity(destination, "destination")
