@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -122,12 +123,29 @@ def test_g09_watermark_refuses_every_autocommit_engine(inbox: Inbox, auto_engine
     assert count(inbox.engine, inbox.watermarks) == 0
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="sqlite3 autocommit= needs Python 3.12")
+class _Autocommit312(sqlite3.Connection):
+    """What ``sqlite3.connect(autocommit=True)`` gives on Python 3.12+: every
+    statement commits alone, and the connection says so in ``autocommit``."""
+
+    autocommit = True
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.isolation_level = None
+
+
+def _autocommit_args() -> dict[str, object]:
+    if sys.version_info >= (3, 12):
+        return {"autocommit": True}
+    return {"factory": _Autocommit312}
+
+
 def test_g09_sqlite3_autocommit_true_is_refused(sqlite_url: str, prefix: str) -> None:
-    """Python 3.12's ``sqlite3.connect(autocommit=True)`` commits each statement."""
+    """Python 3.12's ``sqlite3.connect(autocommit=True)`` commits each statement
+    (on 3.11 a connection class that behaves and reports the same way)."""
     inbox = Inbox(create_engine(sqlite_url), retention=dt.timedelta(days=1), table_prefix=prefix)
     inbox.create_schema()
-    auto = create_engine(sqlite_url, connect_args={"autocommit": True})
+    auto = create_engine(sqlite_url, connect_args=_autocommit_args())
     with Session(auto) as session, pytest.raises(ConfigurationError, match="autocommit"):
         with inbox.guard(session, consumer="c", command_id="s-1", payload={}):
             pass
