@@ -32,6 +32,7 @@ from inboxguard.inbox._flow import (
 )
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.sql.connection import async_connection_of, connection_of
+from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -100,7 +101,9 @@ def drive_sync(
                     else:
                         request = _resume(flow, result)
                 case WriteQuarantine():
-                    request = _resume(flow, quarantine_sync(request, engine))
+                    # The record goes to the caller's schema (schema_translate_map).
+                    tenant = engine.execution_options(**schema_options(conn))
+                    request = _resume(flow, quarantine_sync(request, tenant))
                 case _:
                     _unexpected(request)
 
@@ -146,7 +149,9 @@ async def drive_async(
                     else:
                         request = _resume(flow, result)
                 case WriteQuarantine():
-                    request = _resume(flow, await quarantine_async(request, conn.engine))
+                    # The record goes to the caller's schema (schema_translate_map).
+                    tenant = conn.engine.execution_options(**schema_options(conn.sync_connection))  # type: ignore[arg-type]
+                    request = _resume(flow, await quarantine_async(request, tenant))
                 case _:
                     _unexpected(request)
 
