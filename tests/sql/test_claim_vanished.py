@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
-from inboxguard import InProgressError, Inbox, is_retryable
+from inboxguard import Inbox, InProgressError, is_retryable
 from inboxguard.sql.dialects.base.inbox import CLAIM_ATTEMPTS
 
 
