@@ -48,7 +48,7 @@ from inboxguard.inbox._decide import (
 from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.sql.dialects import Claim, Dialect, dialect_for
-from inboxguard.sql.errors import is_busy
+from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
@@ -212,4 +212,6 @@ def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[An
     except DBAPIError as error:
         if is_busy(error):
             raise busy_error(delivery) from error
-        raise
+        # A database without the inbox tables: say how to create them.
+        with schema_required(INBOX_SCHEMA):
+            raise
