@@ -113,7 +113,7 @@ class GuardFlows:
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
-        self._dialects: dict[str, Dialect] = {}
+        self._dialects: dict[SaDialect, Dialect] = {}  # per engine: each one is checked
 
     def guard(
         self,
@@ -156,10 +156,10 @@ class GuardFlows:
 
     def dialect(self, sa_dialect: SaDialect) -> Dialect:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
-        found = self._dialects.get(sa_dialect.name)
+        found = self._dialects.get(sa_dialect)
         if found is None:
             found = dialect_for(sa_dialect, self._tables, self._lock_timeout)
-            self._dialects[sa_dialect.name] = found
+            self._dialects[sa_dialect] = found
         return found
 
     def _upsert_quarantine(self, sa_dialect: SaDialect) -> Executable:

@@ -69,7 +69,7 @@ def table_text(sql: str, **tables: Table) -> TableText:
 def _render(element: TableText, compiler: SQLCompiler, **kw: Any) -> str:
     """Compile as text, then put each table's name in: quoted where the
     database needs it, with the (translated) schema in front when it has one."""
-    sql: str = compiler.visit_textclause(element, **kw)
+    sql: str = compiler.visit_textclause(element, **kw)  # type: ignore[no-untyped-call]
     for placeholder, table in element._tables:  # noqa: SLF001 - our own class
         sql = sql.replace(placeholder, compiler.preparer.format_table(table))
     return sql
