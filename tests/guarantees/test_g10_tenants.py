@@ -9,6 +9,7 @@ default schema.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from inboxguard import EffectLedger, EffectState, Inbox, Outbox, PayloadMismatchError
 from inboxguard.outbox import Dispatcher
@@ -206,3 +208,48 @@ def test_g10_outbox_and_ledger_in_a_tenant_schema(tenants: Tenants, prefix: str)
         record = ledger.get("pay-1")
         assert record is not None
         assert record.state is EffectState.CONFIRMED
+
+
+def test_g10_async_guard_in_tenant_schemas(pg_url: str, prefix: str, clock: FakeClock) -> None:
+    """guard_async on asyncpg: same IDs fresh in each tenant, a mismatch
+    quarantined in the caller's tenant schema."""
+    tenants_gen = _pg(pg_url)
+    tenants = next(tenants_gen)
+    try:
+        boxes = _inboxes(tenants, prefix, clock)
+        a, b = tenants.names
+        aurl = pg_url.replace("postgresql+psycopg://", "postgresql+asyncpg://")
+        fresh = asyncio.run(_async_deliveries(boxes[None], aurl, (a, b)))
+        assert fresh == [True, True, False, False, "mismatch"]
+        assert [r.command_id for r in boxes[b].quarantined()] == ["invoice-7"]
+        assert boxes[a].quarantined() == []
+        assert boxes[None].lookup("billing", "invoice-7") is None
+    finally:
+        next(tenants_gen, None)
+
+
+async def _async_deliveries(inbox: Inbox, aurl: str, names: tuple[str, str]) -> list[object]:
+    engine = create_async_engine(aurl)
+    seen: list[object] = []
+    try:
+        for tenant, payload in ((names[0], 1), (names[1], 1), (names[0], 1), (names[1], 1)):
+            seen.append(await _async_deliver(inbox, engine, tenant, payload))
+        try:
+            await _async_deliver(inbox, engine, names[1], 2)
+        except PayloadMismatchError:
+            seen.append("mismatch")
+    finally:
+        await engine.dispose()
+    return seen
+
+
+async def _async_deliver(inbox: Inbox, engine: AsyncEngine, tenant: str, n: int) -> bool:
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(schema_translate_map={None: tenant})  # noqa: PLW2901
+        async with (
+            conn.begin(),
+            inbox.guard_async(
+                conn, consumer="billing", command_id="invoice-7", payload={"n": n}
+            ) as entry,
+        ):
+            return not entry.duplicate
