@@ -37,6 +37,8 @@ from inboxguard.errors import (
     ReconciliationRequiredError,
 )
 from inboxguard.sql.connection import check_engine
+from inboxguard.sql.errors import LEDGER_SCHEMA
+from inboxguard.sql.schema import check_tables
 from inboxguard.sql.tables import effect_tables
 
 __all__ = ["DEFAULT_LEASE", "EffectLedger"]
@@ -104,6 +106,15 @@ class EffectLedger:
     def create_schema(self) -> None:
         """Create the effects and history tables if they do not exist (idempotent)."""
         self.tables.metadata.create_all(self.engine)
+
+    def check_schema(self) -> None:
+        """Refuse a database without the ledger's tables (call it at start-up).
+
+        Raises:
+            ConfigurationError: a table is missing; the message names
+                ``create_schema()`` and the Alembic branch that create it.
+        """
+        check_tables(self.engine, [self.tables.effects, self.tables.history], LEDGER_SCHEMA)
 
     def drop_schema(self) -> None:
         """Drop the ledger's tables, with every record in them."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from inboxguard._core.details import encode_details
 from inboxguard.effects._records import EffectRecord, EffectTransition
 from inboxguard.effects.provider import Receipt
 from inboxguard.effects.state import EffectState
+from inboxguard.sql.errors import LEDGER_SCHEMA, schema_required
 from inboxguard.sql.tables import EffectTables
 
 __all__ = ["Event", "Held", "Store", "prepared_row", "receipt_columns", "to_record"]
@@ -57,12 +59,24 @@ class Store:
         self.engine = engine
         self.tables = tables
 
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A transaction of its own; a missing table says how to create it."""
+        with schema_required(LEDGER_SCHEMA), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        """A connection for reads; a missing table says how to create it."""
+        with schema_required(LEDGER_SCHEMA), self.engine.connect() as conn:
+            yield conn
+
     # -- writes ---------------------------------------------------------------------------
 
     def insert_prepared(self, values: Mapping[str, Any], event: Event) -> Held | None:
         """Insert a new ``prepared`` row holding the lease; None if the key exists."""
         try:
-            with self.engine.begin() as conn:
+            with self._begin() as conn:
                 conn.execute(insert(self.tables.effects).values(**values))
                 self._history(conn, values["effect_key"], None, EffectState.PREPARED, 1, 1, event)
         except IntegrityError:
@@ -98,7 +112,7 @@ class Store:
                 updated_at=event.at,
             )
         )
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if conn.execute(stmt).rowcount != 1:
                 return None
             self._history(
@@ -126,7 +140,7 @@ class Store:
             )
             .values(state=str(target), version=version, updated_at=event.at, **values)
         )
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if conn.execute(stmt).rowcount != 1:
                 return None
             self._history(conn, held.key, held.state, target, version, held.token, event)
@@ -161,7 +175,7 @@ class Store:
     def read(self, key: str, *, history: bool = False) -> EffectRecord | None:
         """The committed record of ``key`` (with its history if asked), or None."""
         effects = self.tables.effects
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             row = (
                 conn.execute(select(effects).where(effects.c.effect_key == key)).mappings().first()
             )
@@ -206,7 +220,7 @@ class Store:
             stmt = stmt.where(effects.c.provider == provider)
         if updated_before is not None:
             stmt = stmt.where(effects.c.updated_at <= updated_before)
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [to_record(row, ()) for row in rows]
 

@@ -45,6 +45,7 @@ from inboxguard.sql.connection import (
     transaction_kept,
     transaction_mark,
 )
+from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -117,7 +118,9 @@ def drive_sync(
                     else:
                         request = _resume(flow, result)
                 case WriteQuarantine():
-                    request = _resume(flow, quarantine_sync(request, engine))
+                    # The record goes to the caller's schema (schema_translate_map).
+                    tenant = engine.execution_options(**schema_options(conn))
+                    request = _resume(flow, quarantine_sync(request, tenant))
                 case _:
                     _unexpected(request)
 
@@ -173,7 +176,9 @@ async def drive_async(
                     else:
                         request = _resume(flow, result)
                 case WriteQuarantine():
-                    request = _resume(flow, await quarantine_async(request, conn.engine))
+                    # The record goes to the caller's schema (schema_translate_map).
+                    tenant = conn.engine.execution_options(**schema_options(conn.sync_connection))  # type: ignore[arg-type]
+                    request = _resume(flow, await quarantine_async(request, tenant))
                 case _:
                     _unexpected(request)
 

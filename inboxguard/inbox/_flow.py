@@ -53,7 +53,7 @@ from inboxguard.inbox._decide import (
 from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.sql.dialects import Claim, Dialect, dialect_for
-from inboxguard.sql.errors import is_busy
+from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
@@ -134,7 +134,7 @@ class GuardFlows:
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
-        self._dialects: dict[str, Dialect] = {}
+        self._dialects: dict[SaDialect, Dialect] = {}  # per engine: each one is checked
 
     def guard(
         self,
@@ -181,10 +181,10 @@ class GuardFlows:
 
     def dialect(self, sa_dialect: SaDialect) -> Dialect:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
-        found = self._dialects.get(sa_dialect.name)
+        found = self._dialects.get(sa_dialect)
         if found is None:
             found = dialect_for(sa_dialect, self._tables, self._lock_timeout)
-            self._dialects[sa_dialect.name] = found
+            self._dialects[sa_dialect] = found
         return found
 
     def _upsert_quarantine(self, sa_dialect: SaDialect) -> Executable:
@@ -260,4 +260,6 @@ def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[An
     except DBAPIError as error:
         if is_busy(error):
             raise busy_error(delivery) from error
-        raise
+        # A database without the inbox tables: say how to create them.
+        with schema_required(INBOX_SCHEMA):
+            raise

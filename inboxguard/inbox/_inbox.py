@@ -30,6 +30,8 @@ from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
+from inboxguard.sql.errors import INBOX_SCHEMA
+from inboxguard.sql.schema import check_tables
 from inboxguard.sql.tables import inbox_tables
 
 if TYPE_CHECKING:
@@ -101,6 +103,16 @@ class Inbox:
         """Create the inbox, quarantine and watermark tables if they do not exist
         (idempotent)."""
         self.tables.metadata.create_all(self.engine, tables=self._own_tables())
+
+    def check_schema(self) -> None:
+        """Refuse a database without the inbox, quarantine or watermark table
+        (adapters call it at worker start-up).
+
+        Raises:
+            ConfigurationError: a table is missing; the message names
+                ``create_schema()`` and the Alembic branch that create it.
+        """
+        check_tables(self.engine, self._own_tables(), INBOX_SCHEMA)
 
     def drop_schema(self) -> None:
         """Drop the inbox, quarantine and watermark tables, with every record in them."""

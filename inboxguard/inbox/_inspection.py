@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from inboxguard.inbox._records import InboxRecord
+from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = ["lookup_evidence"]
@@ -19,7 +20,7 @@ def lookup_evidence(
     """Return the committed evidence of a command, or None."""
     inbox = tables.inbox
     stmt = select(inbox).where(inbox.c.consumer == consumer, inbox.c.command_id == command_id)
-    with engine.connect() as conn:
+    with schema_required(INBOX_SCHEMA), engine.connect() as conn:
         row = conn.execute(stmt).mappings().first()
     if row is None:
         return None

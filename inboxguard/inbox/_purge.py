@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import PurgeStatements, database_for
-from inboxguard.sql.errors import is_busy
+from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = ["PurgePlan", "PurgeReport"]
@@ -100,7 +100,7 @@ def plan_purge(
         UnsupportedDialectError: the engine's database is not supported.
     """
     sql = database_for(engine.dialect).purge(tables)
-    with engine.connect() as conn:
+    with schema_required(INBOX_SCHEMA), engine.connect() as conn:
         expired, due, quarantine = sql.count(conn, now, quarantine_before)
         oldest = sql.oldest_expiry(conn)
     return PurgePlan(expired, due, quarantine, oldest)
@@ -126,7 +126,7 @@ def run_purge(
     _validate(now, batch_size, max_batches)
     sql = database_for(engine.dialect).purge(tables)
     started = time.perf_counter()
-    with engine.connect() as conn:
+    with schema_required(INBOX_SCHEMA), engine.connect() as conn:
         if sql.isolation_level is not None:
             conn.execution_options(isolation_level=sql.isolation_level)
         if not _lock(conn, sql):

@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Table
 from inboxguard._core.identity import validate_identity
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import Database, Watermark, database_for, drive
+from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 
 __all__ = ["advance"]
 
@@ -53,7 +54,8 @@ def advance(
         raise ConfigurationError(msg)
     values = {"consumer": consumer, "key": key, "position": position, "updated_at": now}
     statements = _statements(database_for(conn.dialect), table)
-    return drive(conn, statements.advance(values))
+    with schema_required(INBOX_SCHEMA):
+        return drive(conn, statements.advance(values))
 
 
 @functools.cache

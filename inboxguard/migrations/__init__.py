@@ -33,4 +33,6 @@ def table_prefix() -> str:
     ``inboxguard_``."""
     from alembic import context  # noqa: PLC0415 - only inside a running migration
 
-    return context.config.get_main_option("inboxguard_table_prefix") or DEFAULT_PREFIX
+    from inboxguard.sql.tables import check_prefix  # noqa: PLC0415 - with alembic only
+
+    return check_prefix(context.config.get_main_option("inboxguard_table_prefix") or DEFAULT_PREFIX)

@@ -36,6 +36,7 @@ from inboxguard.outbox._outbox import Outbox
 from inboxguard.outbox._pass import Outcome, message_of, receipt_json
 from inboxguard.outbox._records import Transport
 from inboxguard.outbox._wakeup import PgListener, SqliteDispatcherLock
+from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
 
 __all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]
 
@@ -134,7 +135,8 @@ class Dispatcher:
         rows were delivered (recorded as such).
 
         Raises:
-            ConfigurationError: SQLite, and another dispatcher is running.
+            ConfigurationError: SQLite, and another dispatcher is running; the
+                outbox table does not exist.
         """
         if self._lock is not None:
             self._lock.acquire()
@@ -142,7 +144,7 @@ class Dispatcher:
         now = checked_now(outbox.clock)
         token = uuid.uuid4().hex
         lease_until = now + self.lease
-        with outbox.engine.connect() as conn:
+        with schema_required(OUTBOX_SCHEMA), outbox.engine.connect() as conn:
             if st.claim_isolation_level is not None:
                 conn = conn.execution_options(isolation_level=st.claim_isolation_level)  # noqa: PLW2901
             with conn.begin():

@@ -32,6 +32,8 @@ from inboxguard.outbox._records import (
 )
 from inboxguard.sql.connection import check_engine, connection_of
 from inboxguard.sql.dialects import OutboxStatements, database_for
+from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
+from inboxguard.sql.schema import check_tables
 from inboxguard.sql.tables import outbox_tables
 
 __all__ = ["Outbox"]
@@ -115,6 +117,15 @@ class Outbox:
         """Create the outbox table and its indexes if they do not exist (idempotent)."""
         self.tables.metadata.create_all(self.engine)
 
+    def check_schema(self) -> None:
+        """Refuse a database without the outbox table (call it at start-up).
+
+        Raises:
+            ConfigurationError: the table is missing; the message names
+                ``create_schema()`` and the Alembic branch that create it.
+        """
+        check_tables(self.engine, [self.tables.outbox], OUTBOX_SCHEMA)
+
     def drop_schema(self) -> None:
         """Drop the outbox table, with every row in it."""
         self.tables.metadata.drop_all(self.engine)
@@ -169,7 +180,9 @@ class Outbox:
             row="the outbox row could commit without the business change",
         )
         st = self.statements
-        if st.add_row(conn, values):
+        with schema_required(OUTBOX_SCHEMA):  # no table: say how to create it
+            added = st.add_row(conn, values)
+        if added:
             if self.notify:
                 conn.execute(st.notify(self.channel))
             return True

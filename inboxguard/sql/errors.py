@@ -3,16 +3,32 @@
 Lock timeouts, deadlocks and serialization failures mean "another transaction
 got there first or is still working": retry later. Connection losses mean the
 outcome of the transaction is unknown, which the inbox makes safe to retry
-(the redelivery finds the evidence or does not).
+(the redelivery finds the evidence or does not). A missing table (or tenant
+schema) is a setup mistake: :func:`schema_required` turns it into a
+:class:`~inboxguard.errors.ConfigurationError` that says how to create it.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["is_busy", "is_retryable"]
+from inboxguard.errors import ConfigurationError
+
+__all__ = [
+    "INBOX_SCHEMA",
+    "LEDGER_SCHEMA",
+    "OUTBOX_SCHEMA",
+    "SchemaHint",
+    "is_busy",
+    "is_missing_table",
+    "is_retryable",
+    "schema_required",
+]
 
 #: PostgreSQL: lock_not_available, serialization_failure, deadlock_detected.
 _PG_BUSY = frozenset({"55P03", "40001", "40P01"})
@@ -20,6 +36,12 @@ _PG_BUSY = frozenset({"55P03", "40001", "40P01"})
 _MYSQL_BUSY = frozenset({1205, 1213, 1020})
 #: SQLite primary codes: SQLITE_BUSY, SQLITE_LOCKED.
 _SQLITE_BUSY = frozenset({5, 6})
+#: PostgreSQL: undefined_table, invalid_schema_name.
+_PG_MISSING = frozenset({"42P01", "3F000"})
+#: MariaDB/MySQL: no such table, unknown database (a schema).
+_MYSQL_MISSING = frozenset({1146, 1049})
+#: SQLite's messages for a missing table or attached database.
+_SQLITE_MISSING = ("no such table", "unknown database")
 
 
 def is_busy(error: BaseException) -> bool:
@@ -53,3 +75,69 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, DBAPIError):
         return is_busy(error) or bool(error.connection_invalidated)
     return False
+
+
+def is_missing_table(error: BaseException) -> bool:
+    """True when ``error`` says a table (or the schema holding it) does not exist."""
+    if not isinstance(error, DBAPIError):
+        return False
+    orig = error.orig
+    module = type(orig).__module__
+    if isinstance(orig, sqlite3.Error) or "sqlite" in module:
+        return str(orig).startswith(_SQLITE_MISSING)
+    if "mysql" in module.lower():
+        args: tuple[object, ...] = getattr(orig, "args", ())
+        return bool(args) and args[0] in _MYSQL_MISSING
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return code in _PG_MISSING
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaHint:
+    """How a service's tables are created: its ``create_schema()`` and its
+    Alembic branch (see docs/migrations.md)."""
+
+    #: What the tables hold, e.g. ``"inbox"``.
+    what: str
+    #: The method that creates them, e.g. ``"Inbox.create_schema()"``.
+    create: str
+    #: The Alembic branch label of their revisions.
+    branch: str
+
+    def error(self, missing: str) -> ConfigurationError:
+        """The refusal of a database where ``missing`` does not exist."""
+        msg = (
+            f"the {self.what} tables are missing: {missing}; create them with"
+            f" {self.create}, or with the Alembic revisions (alembic upgrade"
+            f" {self.branch}@head, see docs/migrations.md), in the database and schema"
+            " the engine or connection points to (its schema_translate_map included)"
+        )
+        return ConfigurationError(msg)
+
+
+INBOX_SCHEMA = SchemaHint("inbox", "Inbox.create_schema()", "inboxguard")
+OUTBOX_SCHEMA = SchemaHint("outbox", "Outbox.create_schema()", "inboxguard_outbox")
+LEDGER_SCHEMA = SchemaHint("effect ledger", "EffectLedger.create_schema()", "inboxguard_effects")
+
+
+@contextmanager
+def schema_required(hint: SchemaHint) -> Iterator[None]:
+    """Turn a "table does not exist" database error raised inside the block
+    into the :class:`~inboxguard.errors.ConfigurationError` of ``hint``; other
+    errors pass unchanged.
+
+    Raises:
+        ConfigurationError: a table the block used does not exist.
+    """
+    try:
+        yield
+    except DBAPIError as error:
+        if not is_missing_table(error):
+            raise
+        raise hint.error(_first_line(error)) from None
+
+
+def _first_line(error: DBAPIError) -> str:
+    """The database's own words, without the SQL statement and parameters."""
+    lines = str(error.orig).strip().splitlines()
+    return lines[0] if lines else type(error.orig).__name__

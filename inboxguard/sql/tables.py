@@ -7,7 +7,10 @@
   append-only ``effect_history``.
 
 Each builder is cached per prefix, so a prefix always maps to the same
-:class:`~sqlalchemy.schema.Table` objects.
+:class:`~sqlalchemy.schema.Table` objects, and refuses a prefix too long for
+the names derived from it (:data:`MAX_PREFIX_LENGTH`). Every name is quoted
+where the database needs it (``Ab_inbox`` on PostgreSQL), by Core and by the
+SQL text of :mod:`inboxguard.sql.table_text` alike.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from sqlalchemy import (
     text,
 )
 
+from inboxguard._core.checks import IDENTIFIER_LIMIT, check_table_prefix
 from inboxguard.sql.types import NAMING_CONVENTION, UtcDateTime, digest_type, id_type, long_text
 
 __all__ = [
+    "MAX_PREFIX_LENGTH",
     "EffectTables",
     "InboxTables",
     "OutboxTables",
+    "check_prefix",
     "effect_tables",
     "inbox_tables",
     "outbox_tables",
@@ -70,7 +76,15 @@ class EffectTables:
 
 @functools.cache
 def inbox_tables(prefix: str) -> InboxTables:
-    """Return the (cached) inbox tables for ``prefix``; one MetaData per prefix."""
+    """Return the (cached) inbox tables for ``prefix``; one MetaData per prefix.
+
+    Raises:
+        ConfigurationError: ``prefix`` is not a usable table prefix.
+    """
+    return _inbox_tables(check_prefix(prefix))
+
+
+def _inbox_tables(prefix: str) -> InboxTables:
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     return InboxTables(
         metadata,
@@ -156,7 +170,14 @@ def outbox_tables(prefix: str) -> OutboxTables:
     NULL once the row is delivered or dead. The polling index covers ``due_at``
     only, so it stays as small as the backlog (on PostgreSQL it is a partial
     index that leaves finished rows out altogether).
+
+    Raises:
+        ConfigurationError: ``prefix`` is not a usable table prefix.
     """
+    return _outbox_tables(check_prefix(prefix))
+
+
+def _outbox_tables(prefix: str) -> OutboxTables:
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     name = f"{prefix}outbox"
     outbox = Table(
@@ -201,7 +222,14 @@ def effect_tables(prefix: str) -> EffectTables:
     lease acquisition; every write after the first is an UPDATE conditioned on
     the fencing token and the expected state, so a fenced-out worker changes
     nothing. The history table is only ever inserted into.
+
+    Raises:
+        ConfigurationError: ``prefix`` is not a usable table prefix.
     """
+    return _effect_tables(check_prefix(prefix))
+
+
+def _effect_tables(prefix: str) -> EffectTables:
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     return EffectTables(metadata, _effects(metadata, prefix), _history(metadata, prefix))
 
@@ -251,3 +279,37 @@ def _history(metadata: MetaData, prefix: str) -> Table:
         Column("note", long_text(), nullable=True),
         Index(f"ix_{prefix}effect_history_key", "effect_key", "id"),
     )
+
+
+def _derived_names(metadata: MetaData) -> list[str]:
+    """Every name the tables of ``metadata`` give the database: tables,
+    indexes and constraints (after the naming convention)."""
+    names: list[str] = []
+    for table in metadata.tables.values():
+        names.append(table.name)
+        names.extend(str(index.name) for index in table.indexes)
+        names.extend(str(c.name) for c in table.constraints if c.name is not None)
+    return names
+
+
+def _longest_suffix() -> int:
+    """How many characters the longest derived name adds to the prefix."""
+    probe = "p"
+    built = (_inbox_tables(probe), _outbox_tables(probe), _effect_tables(probe))
+    names = [name for tables in built for name in _derived_names(tables.metadata)]
+    return max(len(name) for name in names) - len(probe)
+
+
+#: The longest usable table prefix: the longest name derived from it (an
+#: index or constraint name) must fit in IDENTIFIER_LIMIT characters.
+MAX_PREFIX_LENGTH = IDENTIFIER_LIMIT - _longest_suffix()
+
+
+def check_prefix(prefix: object) -> str:
+    """:func:`~inboxguard._core.checks.check_table_prefix` with the bound of
+    the names these tables derive from a prefix (:data:`MAX_PREFIX_LENGTH`).
+
+    Raises:
+        ConfigurationError: ``prefix`` is unusable or too long.
+    """
+    return check_table_prefix(prefix, max_length=MAX_PREFIX_LENGTH)

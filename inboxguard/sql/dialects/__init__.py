@@ -59,8 +59,12 @@ _BY_NAME = {name: database for database in DATABASES for name in database.names}
 def database_for(sa_dialect: SaDialect) -> Database:
     """Return the statements of the database behind a SQLAlchemy dialect.
 
+    A connected dialect is checked first (:attr:`Database.check`).
+
     Raises:
         UnsupportedDialectError: no supported database serves ``sa_dialect``.
+        ConfigurationError: its connections cannot keep the guarantees (on
+            MariaDB/MySQL, a character set other than utf8mb4).
     """
     found = _BY_NAME.get(sa_dialect.name)
     if found is None:
@@ -70,6 +74,7 @@ def database_for(sa_dialect: SaDialect) -> Database:
             " use an engine on one of them"
         )
         raise UnsupportedDialectError(msg)
+    found.check(sa_dialect)
     return found
 
 

@@ -8,7 +8,10 @@ and one line in the registry, :mod:`inboxguard.sql.dialects`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.sql.dialects.base.inbox import Dialect, Watermark
 from inboxguard.sql.dialects.base.outbox import OutboxStatements
@@ -40,3 +43,6 @@ class Database:
     purge: type[PurgeStatements]
     #: The outbox: add, claim for dispatch, outcome records, compaction.
     outbox: type[OutboxStatements]
+    #: Refuses a connected SQLAlchemy dialect whose connections cannot keep the
+    #: guarantees (MariaDB/MySQL: a character set other than utf8mb4).
+    check: Callable[[SaDialect], None] = lambda sa_dialect: None

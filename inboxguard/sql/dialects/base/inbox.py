@@ -20,14 +20,17 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Executable, Table, and_, bindparam, select, text, update
+from sqlalchemy import Executable, Table, and_, bindparam, select, update
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.engine import Dialect as SaDialect
 
+from inboxguard.errors import InProgressError
+from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
 __all__ = [
+    "CLAIM_ATTEMPTS",
     "Claim",
     "ClaimSteps",
     "Dialect",
@@ -40,6 +43,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+#: How many times a claim tries when the row it conflicted with keeps vanishing.
+CLAIM_ATTEMPTS = 3
 #: One statement to run, with its parameters.
 Step = tuple[Executable, Mapping[str, Any]]
 #: A sans-I/O statement sequence: yields steps, receives their results, returns a value.
@@ -88,7 +93,6 @@ class Dialect(ABC):
             self._where_pk
         )
 
-    @abstractmethod
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Insert the evidence row if absent, else return what is stored.
 
@@ -98,7 +102,30 @@ class Dialect(ABC):
         parameter cannot share a column's name in an UPDATE). A lock
         wait longer than ``lock_timeout`` raises a database error that
         :func:`inboxguard.sql.errors.is_busy` recognises.
+
+        When the row the insert conflicted with is gone before it can be read
+        (deleted concurrently), the claim starts over, at most
+        :data:`CLAIM_ATTEMPTS` times in all.
+
+        Raises:
+            InProgressError: the row vanished on every attempt.
         """
+        for _ in range(CLAIM_ATTEMPTS):
+            found = yield from self.attempt(params)
+            if found is not None:
+                return found
+        msg = (
+            f"the evidence row of command {params['command_id']!r} of consumer"
+            f" {params['consumer']!r} was deleted between the claim's insert and its read"
+            f" {CLAIM_ATTEMPTS} times in a row (a purge or an operator deleting it"
+            " concurrently); nothing was applied: roll back and deliver it again later"
+        )
+        raise InProgressError(msg, consumer=params["consumer"], command_id=params["command_id"])
+
+    @abstractmethod
+    def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
+        """One try of :meth:`claim`: the claim, or None when the conflicting
+        row vanished before it could be read."""
 
     @abstractmethod
     def upsert_quarantine(self) -> Executable:
@@ -171,14 +198,15 @@ class OnConflictWatermark(Watermark):
 
     def __init__(self, table: Table) -> None:
         super().__init__(table)
-        name = table.name  # built from a validated prefix; every value is bound
-        self._upsert = text(
-            f'INSERT INTO {name} (consumer, "key", position, updated_at)'
+        # Every value is bound; the table is rendered quoted and schema-translated.
+        self._upsert = table_text(
+            'INSERT INTO {watermark} AS w (consumer, "key", position, updated_at)'
             " VALUES (:consumer, :key, :position, :updated_at)"
             ' ON CONFLICT (consumer, "key") DO UPDATE'
             " SET position = excluded.position, updated_at = excluded.updated_at"
-            f" WHERE {name}.position < excluded.position"
-            " RETURNING position"  # a row only when inserted or advanced
+            " WHERE w.position < excluded.position"
+            " RETURNING position",  # a row only when inserted or advanced
+            watermark=table,
         ).bindparams(self.updated_at)
 
     def advance(self, values: Mapping[str, Any]) -> Steps[bool]:

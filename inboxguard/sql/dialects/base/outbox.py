@@ -23,11 +23,11 @@ from sqlalchemy import (
     delete,
     func,
     select,
-    text,
     update,
 )
 from sqlalchemy.sql.elements import TextClause
 
+from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import OutboxTables
 
 __all__ = ["ADD_COLUMNS", "OutboxStatements", "ReturningOutboxStatements"]
@@ -134,7 +134,8 @@ class OutboxStatements(ABC):
         t = self.table
         columns = ", ".join(ADD_COLUMNS)
         values = ", ".join(f":{name}" for name in ADD_COLUMNS)
-        return text(f"{verb} INTO {t.name} ({columns}) VALUES ({values}){suffix}").bindparams(
+        sql = f"{verb} INTO {{outbox}} ({columns}) VALUES ({values}){suffix}"
+        return table_text(sql, outbox=t).bindparams(
             *(bindparam(name, type_=t.c[name].type) for name in ADD_COLUMNS)
         )
 

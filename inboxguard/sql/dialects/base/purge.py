@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, func, literal_column, select, update
 from sqlalchemy.sql import ColumnElement, Select
 
+from inboxguard.sql.table_text import translated_schema
 from inboxguard.sql.tables import InboxTables
 
 __all__ = ["RESOLVED", "PurgeStatements"]
@@ -55,6 +56,12 @@ class PurgeStatements:
     def __init__(self, tables: InboxTables) -> None:
         self.tables = tables
         self.lock_name = f"inboxguard:purge:{tables.inbox.name}"
+
+    def lock_name_on(self, conn: Connection) -> str:
+        """The purge lock's name for the inbox table ``conn`` reaches: one lock
+        per table, and per schema when a ``schema_translate_map`` moves it."""
+        schema = translated_schema(conn, self.tables.inbox)
+        return self.lock_name if schema is None else f"{self.lock_name}@{schema}"
 
     # -- the single-purger lock: held on the purge's connection for its whole run ------
 

@@ -9,6 +9,7 @@ IGNORE`` claim, per-statement lock wait on MariaDB, the watermark advance),
 from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.mysql.charset import require_utf8mb4
 from inboxguard.sql.dialects.mysql.inbox import MysqlDialect, MysqlWatermark
 from inboxguard.sql.dialects.mysql.outbox import MysqlOutbox
 from inboxguard.sql.dialects.mysql.purge import MysqlPurge
@@ -23,4 +24,5 @@ DATABASE = Database(
     watermark=MysqlWatermark,
     purge=MysqlPurge,
     outbox=MysqlOutbox,
+    check=require_utf8mb4,
 )

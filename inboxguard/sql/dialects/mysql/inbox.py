@@ -27,11 +27,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Executable, Table, bindparam, text
+from sqlalchemy import Executable, Table, bindparam
 from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.engine import Dialect as SaDialect
 
-from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, Steps, Watermark
+from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, Watermark
+from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
@@ -45,18 +46,18 @@ class MysqlDialect(Dialect):
         self, tables: InboxTables, lock_timeout: dt.timedelta | None, *, is_mariadb: bool = True
     ) -> None:
         super().__init__(tables, lock_timeout)
-        name = tables.inbox.name
         prefix = ""
         if is_mariadb and lock_timeout is not None:
             seconds = math.ceil(lock_timeout.total_seconds())
             prefix = f"SET STATEMENT innodb_lock_wait_timeout={seconds} FOR "
         # SQL text: MariaDB's per-statement SET STATEMENT has no Core construct,
         # and text keeps the compiled form cached.
-        self._insert_stmt = text(
-            f"{prefix}INSERT IGNORE INTO {name}"
+        self._insert_stmt = table_text(
+            f"{prefix}INSERT IGNORE INTO {{inbox}}"
             " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
             " VALUES (:consumer, :command_id, :digest, :processed_at, :expires_at,"
-            " :result_expires_at)"
+            " :result_expires_at)",
+            inbox=tables.inbox,
         ).bindparams(
             bindparam("processed_at", type_=UtcDateTime()),
             bindparam("expires_at", type_=UtcDateTime()),
@@ -80,14 +81,12 @@ class MysqlDialect(Dialect):
         is_mariadb = bool(getattr(sa_dialect, "is_mariadb", False))
         return cls(tables, lock_timeout, is_mariadb=is_mariadb)
 
-    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+    def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Insert-ignore, then a locking read when the row was already there."""
         if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
             return Claim(True, params["digest"])
         row = (yield self._locking_lookup, params).first()
-        if row is None:  # pragma: no cover - the conflicting row vanished (purged)
-            return (yield from self.claim(params))
-        return self.existing(row)
+        return None if row is None else self.existing(row)
 
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON DUPLICATE KEY UPDATE`` counting occurrences."""
@@ -99,14 +98,16 @@ class MysqlWatermark(Watermark):
 
     def __init__(self, table: Table) -> None:
         super().__init__(table)
-        name = table.name  # built from a validated prefix; every value is bound
-        self._raise = text(
-            f"UPDATE {name} SET position = :position, updated_at = :updated_at"
-            " WHERE consumer = :consumer AND `key` = :key AND position < :position"
+        # Every value is bound; the table is rendered quoted and schema-translated.
+        self._raise = table_text(
+            "UPDATE {watermark} SET position = :position, updated_at = :updated_at"
+            " WHERE consumer = :consumer AND `key` = :key AND position < :position",
+            watermark=table,
         ).bindparams(self.updated_at)
-        self._insert_ignore = text(
-            f"INSERT IGNORE INTO {name} (consumer, `key`, position, updated_at)"
-            " VALUES (:consumer, :key, :position, :updated_at)"
+        self._insert_ignore = table_text(
+            "INSERT IGNORE INTO {watermark} (consumer, `key`, position, updated_at)"
+            " VALUES (:consumer, :key, :position, :updated_at)",
+            watermark=table,
         ).bindparams(self.updated_at)
 
     def advance(self, values: Mapping[str, Any]) -> Steps[bool]:

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Executable, bindparam, delete, update
 
 from inboxguard.sql.dialects.base.outbox import OutboxStatements
+from inboxguard.sql.dialects.mysql.charset import require_utf8mb4
 from inboxguard.sql.tables import OutboxTables
 
 __all__ = ["MysqlOutbox"]
@@ -54,7 +55,9 @@ class MysqlOutbox(OutboxStatements):
         return self._insert
 
     def add_row(self, conn: Connection, values: dict[str, Any]) -> bool:
-        """``INSERT IGNORE`` and its row count (MariaDB has no usable RETURNING here)."""
+        """``INSERT IGNORE`` and its row count (MariaDB has no usable RETURNING here),
+        on a utf8mb4 connection only (IGNORE would hide a lossy conversion)."""
+        require_utf8mb4(conn.dialect)
         return bool(conn.execute(self._insert, values).rowcount == 1)
 
     def lookup_for_compare(self) -> Executable:

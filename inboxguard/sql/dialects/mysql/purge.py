@@ -42,11 +42,12 @@ class MysqlPurge(PurgeStatements):
     def try_lock(self, conn: Connection) -> bool:
         """``GET_LOCK(name, 0)``: session-level, returns at once."""
         stmt = text(f"SELECT GET_LOCK({self._LOCK}, 0)")
-        return conn.execute(stmt, {"name": self.lock_name}).scalar() == 1
+        return conn.execute(stmt, {"name": self.lock_name_on(conn)}).scalar() == 1
 
     def unlock(self, conn: Connection) -> None:
         """``RELEASE_LOCK``."""
-        conn.execute(text(f"SELECT RELEASE_LOCK({self._LOCK})"), {"name": self.lock_name})
+        stmt = text(f"SELECT RELEASE_LOCK({self._LOCK})")
+        conn.execute(stmt, {"name": self.lock_name_on(conn)})
 
     def drop_results(
         self, conn: Connection, now: dt.datetime, n: int, after: dt.datetime | None

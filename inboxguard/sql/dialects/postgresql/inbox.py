@@ -23,10 +23,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Boolean, Executable, bindparam, column, text
+from sqlalchemy import Boolean, Executable, bindparam, column
 from sqlalchemy.dialects.postgresql import insert
 
-from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, on_conflict_quarantine
+from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
@@ -42,7 +43,7 @@ class PostgresqlDialect(Dialect):
         # form of postgresql.insert() (sqlalchemy/sqlalchemy#10445), and
         # recompiling this statement for every message tripled the guard's cost.
         self._claim_stmt = (
-            text(_claim_sql(tables.inbox.name, lock_timeout))
+            table_text(_claim_sql(lock_timeout), inbox=tables.inbox)
             .bindparams(
                 bindparam("consumer", type_=id_type()),
                 bindparam("command_id", type_=id_type()),
@@ -60,7 +61,7 @@ class PostgresqlDialect(Dialect):
         )
         self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
 
-    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+    def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Claim in one round trip; read again only after a lost race."""
         row = (yield self._claim_stmt, params).first()
         if row is not None and row[3] is not None:
@@ -68,16 +69,14 @@ class PostgresqlDialect(Dialect):
                 return Claim(True, row[0])
             return Claim(False, row[0], row[1], row[2])
         row = (yield self.lookup_stmt, params).first()
-        if row is None:  # pragma: no cover - the conflicting row vanished (purged)
-            return (yield from self.claim(params))
-        return self.existing(row)
+        return None if row is None else self.existing(row)
 
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
         return self._quarantine_stmt
 
 
-def _claim_sql(name: str, lock_timeout: dt.timedelta | None) -> str:
+def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
     """The claim: insert the row, or return the stored one, in one statement.
 
     Rows: ``(digest, NULL, NULL, true)`` for a fresh claim, the stored
@@ -88,13 +87,13 @@ def _claim_sql(name: str, lock_timeout: dt.timedelta | None) -> str:
     back on whichever row comes out, after the insert has finished waiting.
     """
     insert = (
-        f"INSERT INTO {name}"
+        "INSERT INTO {inbox}"
         " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
         " SELECT :consumer, :command_id, :digest, :processed_at, :expires_at,"
         " :result_expires_at"
     )
     conflict = " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING digest"
-    stored = f" FROM {name} WHERE consumer = :key_consumer AND command_id = :key_command_id"
+    stored = " FROM {inbox} WHERE consumer = :key_consumer AND command_id = :key_command_id"
     if lock_timeout is None:
         return (
             f"WITH claimed AS ({insert}{conflict})"

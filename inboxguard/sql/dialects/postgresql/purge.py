@@ -18,7 +18,6 @@ from sqlalchemy import Connection, func, literal_column, text
 from sqlalchemy.sql import ColumnElement, Select
 
 from inboxguard.sql.dialects.base.purge import PurgeStatements
-from inboxguard.sql.tables import InboxTables
 
 __all__ = ["PostgresqlPurge"]
 
@@ -30,10 +29,10 @@ class PostgresqlPurge(PurgeStatements):
     skips_locked_rows = True
     address = "ctid"
 
-    def __init__(self, tables: InboxTables) -> None:
-        super().__init__(tables)
-        digest = hashlib.sha256(self.lock_name.encode()).digest()
-        self.lock_key = int.from_bytes(digest[:8], "big", signed=True)
+    def lock_key(self, conn: Connection) -> int:
+        """The advisory lock's key: a hash of the lock's name on ``conn``."""
+        digest = hashlib.sha256(self.lock_name_on(conn).encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
 
     def _match(self, picked: Select[Any]) -> ColumnElement[bool]:
         """``ctid = ANY(ARRAY(SELECT ctid ... SKIP LOCKED))``: a TID scan of the
@@ -45,8 +44,8 @@ class PostgresqlPurge(PurgeStatements):
     def try_lock(self, conn: Connection) -> bool:
         """``pg_try_advisory_lock``: session-level, returns at once."""
         stmt = text("SELECT pg_try_advisory_lock(:key)")
-        return bool(conn.execute(stmt, {"key": self.lock_key}).scalar())
+        return bool(conn.execute(stmt, {"key": self.lock_key(conn)}).scalar())
 
     def unlock(self, conn: Connection) -> None:
         """``pg_advisory_unlock``."""
-        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.lock_key})
+        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.lock_key(conn)})

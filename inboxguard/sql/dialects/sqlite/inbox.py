@@ -24,7 +24,8 @@ from typing import Any
 from sqlalchemy import Executable, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
 
-from inboxguard.sql.dialects.base.inbox import Claim, ClaimSteps, Dialect, on_conflict_quarantine
+from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
@@ -43,11 +44,12 @@ class SqliteDialect(Dialect):
             self._busy_stmt = text(f"PRAGMA busy_timeout = {millis}")
         # SQL text so the compiled form is cached: SQLAlchemy 2.0 does not cache
         # the dialect-specific insert() constructs (sqlalchemy/sqlalchemy#10445).
-        self._insert_stmt = text(
-            f"INSERT INTO {inbox.name}"
+        self._insert_stmt = table_text(
+            "INSERT INTO {inbox}"
             " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
             " VALUES (:consumer, :command_id, :digest, :processed_at, :expires_at,"
-            " :result_expires_at) ON CONFLICT (consumer, command_id) DO NOTHING"
+            " :result_expires_at) ON CONFLICT (consumer, command_id) DO NOTHING",
+            inbox=inbox,
         ).bindparams(
             bindparam("processed_at", type_=UtcDateTime()),
             bindparam("expires_at", type_=UtcDateTime()),
@@ -55,7 +57,7 @@ class SqliteDialect(Dialect):
         )
         self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
 
-    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+    def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Read first; insert only when nothing is stored."""
         row = (yield self.lookup_stmt, params).first()
         if row is not None:
@@ -65,9 +67,7 @@ class SqliteDialect(Dialect):
         if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
             return Claim(True, params["digest"])
         row = (yield self.lookup_stmt, params).first()
-        if row is None:  # pragma: no cover - inserted and deleted between statements
-            return (yield from self.claim(params))
-        return self.existing(row)
+        return None if row is None else self.existing(row)
 
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
