@@ -13,11 +13,12 @@ from decimal import Decimal
 import pytest
 
 from inboxguard import PayloadEncodingError, digest_of
-from inboxguard._core.digest import canonical_json
+from inboxguard._core.digest import canonical_json, digest_text, legacy_digest_of
 
-# Pinned vectors: (payload, canonical text, digest). The digests were checked
-# with `printf '%s' TEXT | sha256sum`. A change to any of them would turn every
-# stored command into a payload mismatch, so they never change silently.
+# Pinned vectors of the stored form and of the digest earlier versions stored
+# (payload, canonical text, digest). The digests were checked with
+# `printf '%s' TEXT | sha256sum`. Evidence written before the number rules
+# carries these digests, so they never change silently.
 VECTORS = [
     ({}, "{}", "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"),
     (
@@ -39,10 +40,37 @@ VECTORS = [
 ]
 
 
+# Pinned vectors of the digest (payload, digest text, digest): numbers by value.
+# Payloads without a Decimal or a non-shortest float keep their earlier digest.
+DIGEST_VECTORS = [
+    *[vector for vector in VECTORS if "amount" not in vector[1]],
+    (
+        {"name": "Zoë", "amount": Decimal("10.50"), "id": uuid.UUID(int=42)},
+        '{"amount":10.5,"id":"00000000-0000-0000-0000-00000000002a","name":"Zoë"}',
+        "a9936aa308987f1540fdbd83e1473d69a13cd0d038072dfa4e9ff6f0d616fd35",
+    ),
+    (
+        {"one": 1.0, "big": 1e16, "neg": -0.0, "small": 1e-05, "tenth": Decimal("0.10")},
+        '{"big":10000000000000000,"neg":0,"one":1,"small":0.00001,"tenth":0.1}',
+        "25373e17160a2d01624b64bd8753ba7909d550116e58d06fcbc1666b60cc1212",
+    ),
+]
+
+
 @pytest.mark.parametrize(("payload", "text", "hexdigest"), VECTORS)
-def test_digest_vectors_are_pinned(payload: object, text: str, hexdigest: str) -> None:
-    """Known payloads have a fixed canonical text and a fixed digest."""
+def test_stored_form_and_earlier_digest_are_pinned(
+    payload: object, text: str, hexdigest: str
+) -> None:
+    """Known payloads have a fixed stored text, and the digest earlier versions
+    stored for them is still computed (the inbox accepts it)."""
     assert canonical_json(payload) == text
+    assert legacy_digest_of(payload) == "sha256:" + hexdigest
+
+
+@pytest.mark.parametrize(("payload", "text", "hexdigest"), DIGEST_VECTORS)
+def test_digest_vectors_are_pinned(payload: object, text: str, hexdigest: str) -> None:
+    """Known payloads have a fixed digest text and a fixed digest."""
+    assert digest_text(payload) == text
     assert digest_of(payload) == "sha256:" + hexdigest
 
 
@@ -50,7 +78,6 @@ def test_key_order_and_whitespace_do_not_change_the_digest() -> None:
     """Equal payloads built in different orders have one digest."""
     assert digest_of({"a": 1, "b": {"c": 2, "d": 3}}) == digest_of({"b": {"d": 3, "c": 2}, "a": 1})
     assert digest_of((1, 2)) == digest_of([1, 2])
-    assert digest_of({"a": 1}) != digest_of({"a": 1.0})
 
 
 def test_digest_is_the_same_in_another_process() -> None:
