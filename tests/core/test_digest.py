@@ -385,3 +385,14 @@ def test_details_never_fail_to_encode() -> None:
         assert text is not None
         text.encode("utf-8")
         json.loads(text)
+
+
+def test_command_ids_read_subclasses_by_value() -> None:
+    """An int or str subclass used for a command ID gives its value, not its print."""
+    from inboxguard import command_id_for
+    from inboxguard._core.identity import as_id
+
+    assert as_id(Rounded(7)) == "7"
+    assert command_id_for("card.charge", card=Masked("4111"), n=Rounded(7)) == (
+        "card.charge:card=4111,n=7"
+    )
