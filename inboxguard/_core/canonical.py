@@ -34,6 +34,8 @@ MAX_DEPTH: Final = 100
 MAX_NUMBER_DIGITS: Final = 4300
 #: An int with more bits than this has more than MAX_NUMBER_DIGITS digits.
 _MAX_BITS: Final = 14286
+#: Every whole float up to this is written (shortest text) as its int.
+_EXACT_FLOAT_INT: Final = 2**53
 
 #: Excluded paths as a tree: a segment maps to its sub-tree, or to None when
 #: the whole field is left out.
@@ -110,6 +112,8 @@ class Walker:
         return value
 
     def _utf8(self, value: str) -> None:
+        if value.isascii():
+            return
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as error:
@@ -138,7 +142,14 @@ class Walker:
         if not math.isfinite(value):
             raise self.fail(f"{value!r} has no JSON form; send it as a string or leave it out")
         self.kept += 1
-        return self._number(Decimal(repr(value))) if self.by_value else value
+        if not self.by_value:
+            return value
+        if value.is_integer():
+            if abs(value) <= _EXACT_FLOAT_INT:
+                return Number(int(value))  # its shortest text is this int
+        elif "e" not in (text := repr(value)):
+            return Number(text)  # shortest, plain, not whole: already canonical
+        return self._number(Decimal(repr(value)))
 
     def _decimal(self, value: Decimal) -> Any:
         if not Decimal.is_finite(value):
@@ -259,31 +270,20 @@ def canonical_number(value: Decimal) -> str | None:
 
 def emit(value: Any) -> str:
     """The compact, key-sorted JSON text of a digest-form value."""
-    parts: list[str] = []
-    _emit(value, parts.append)
-    return "".join(parts)
+    kind = type(value)
+    if kind is Number:
+        return value  # type: ignore[no-any-return]
+    if kind is str:
+        return encode_basestring(value)
+    if kind is dict:
+        return (
+            "{"
+            + ",".join(f"{encode_basestring(key)}:{emit(value[key])}" for key in sorted(value))
+            + "}"
+        )
+    if kind is list:
+        return "[" + ",".join(map(emit, value)) + "]"
+    return _LITERALS[value]
 
 
-def _emit(value: Any, write: Any) -> None:
-    if isinstance(value, Number):
-        write(value)
-    elif isinstance(value, str):
-        write(encode_basestring(value))
-    elif value is None:
-        write("null")
-    elif value is True or value is False:
-        write("true" if value else "false")
-    elif isinstance(value, dict):
-        write("{")
-        for index, key in enumerate(sorted(value)):
-            write("," if index else "")
-            write(encode_basestring(key))
-            write(":")
-            _emit(value[key], write)
-        write("}")
-    else:
-        write("[")
-        for index, item in enumerate(value):
-            write("," if index else "")
-            _emit(item, write)
-        write("]")
+_LITERALS: Final = {None: "null", True: "true", False: "false"}

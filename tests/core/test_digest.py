@@ -233,6 +233,8 @@ NUMBER_TABLE = [
     (0.1, Decimal("0.1"), Decimal("0.10")),
     (1e23, 10**23, Decimal("1e23")),
     (-2.5, Decimal("-2.50")),
+    (9007199254740994.0, 9007199254740994, Decimal("9007199254740994.000")),
+    (1e-7, Decimal("0.0000001")),
 ]
 
 
@@ -291,6 +293,7 @@ def test_property_a_float_survives_json_reserialisation(x: float) -> None:
     """A float and what a JSON reader makes of its text (float or Decimal) agree."""
     text = json.dumps(x)
     assert digest_of(x) == digest_of(json.loads(text))
+    assert digest_of(x) == digest_of(Decimal(repr(x)))
     assert digest_of(x) == digest_of(json.loads(text, parse_float=Decimal))
 
 
