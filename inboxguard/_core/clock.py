@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["Clock", "checked_now", "utc_now"]
+__all__ = ["Clock", "as_utc", "checked_now", "utc_now"]
 
 #: A zero-argument callable returning a timezone-aware datetime.
 Clock = Callable[[], dt.datetime]
@@ -19,13 +19,30 @@ def utc_now() -> dt.datetime:
 
 
 def checked_now(clock: Clock) -> dt.datetime:
-    """Call ``clock`` and insist on an aware datetime.
+    """Call ``clock`` and return its time in UTC.
+
+    Every time computed from it (expiry, horizon, purge cut-off, lease end) is
+    then real elapsed time: adding 30 days to a Europe/Berlin wall clock
+    across the March change would give 29 days 23 hours.
 
     Raises:
-        ConfigurationError: the clock returned something else.
+        ConfigurationError: the clock returned no timezone-aware datetime.
     """
     now = clock()
     if not isinstance(now, dt.datetime) or now.utcoffset() is None:
         msg = f"the clock returned {now!r}; it must return a timezone-aware datetime"
         raise ConfigurationError(msg)
-    return now
+    return now.astimezone(dt.UTC)
+
+
+def as_utc(value: object, name: str) -> dt.datetime:
+    """Return an aware datetime ``value`` in UTC, before any arithmetic on it.
+
+    Raises:
+        ConfigurationError: ``value`` (named ``name``) is not a timezone-aware
+            datetime.
+    """
+    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+        msg = f"{name} must be a timezone-aware datetime, got {value!r}"
+        raise ConfigurationError(msg)
+    return value.astimezone(dt.UTC)

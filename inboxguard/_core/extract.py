@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from inboxguard._core.identity import as_id
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["CommandIdSpec", "command_id_getter", "payload_of"]
+__all__ = ["CallPayload", "CommandIdSpec", "command_id_getter", "payload_of"]
 
 #: A command ID source: a callable over the handler's arguments, or the name
 #: of one of them.
@@ -18,9 +19,79 @@ CommandIdSpec = Callable[..., Any] | str
 Getter = Callable[[tuple[Any, ...], Mapping[str, Any]], Any]
 
 
-def payload_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The payload digested for a call: ``{"args": [...], "kwargs": {...}}``."""
-    return {"args": list(args), "kwargs": dict(kwargs)}
+class CallPayload(dict[str, Any]):
+    """The payload of one call, ``{"args": [...], "kwargs": {...}}``, bound to
+    the function's signature; ``as_passed`` keeps the arguments as they were
+    passed, the shape whose digest earlier versions stored."""
+
+    __slots__ = ("as_passed",)
+
+    def __init__(self, bound: dict[str, Any], as_passed: dict[str, Any]) -> None:
+        super().__init__(bound)
+        self.as_passed = as_passed
+
+
+def payload_of(
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    fn: Callable[..., Any] | None = None,
+    *,
+    skip: int = 0,
+) -> CallPayload:
+    """The payload digested for a call of ``fn`` (minus its first ``skip``
+    parameters): one call, one payload, however its arguments were passed.
+
+    The arguments are bound to the signature with defaults applied. Every
+    parameter that can be named lands in ``kwargs`` under its name, with the
+    extra keyword arguments of a ``**kwargs`` parameter; positional-only
+    parameters and the extra arguments of ``*args`` land in ``args``, in order.
+    So ``f(s, "inv-9", 100)``, ``f(s, invoice_id="inv-9", amount=100)`` and the
+    same call with a default written out give one payload. Without ``fn``, or
+    when the arguments do not fit the signature (the call itself will fail),
+    the payload is the arguments as passed.
+    """
+    passed = {"args": list(args), "kwargs": dict(kwargs)}
+    signature = _signature(fn, skip) if fn is not None else None
+    if signature is None:
+        return CallPayload(passed, passed)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return CallPayload(passed, passed)
+    bound.apply_defaults()
+    positional: list[Any] = []
+    named: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional.append(value)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            positional.extend(value)
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[name] = value
+    return CallPayload({"args": positional, "kwargs": named}, passed)
+
+
+def _signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | None:
+    try:
+        return _cached_signature(fn, skip)
+    except TypeError:  # an unhashable callable
+        return _read_signature(fn, skip)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | None:
+    return _read_signature(fn, skip)
+
+
+def _read_signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
+        return None
+    return signature.replace(parameters=list(signature.parameters.values())[skip:])
 
 
 def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int = 0) -> Getter:

@@ -44,10 +44,11 @@ def validate_identity(value: object, field: str) -> str:
 
 
 def as_id(value: Any) -> Any:
-    """An int command ID as its decimal string; anything else unchanged (and
-    left for :func:`validate_identity` to judge)."""
+    """An int command ID as its decimal string (its value, whatever an int
+    subclass prints); anything else unchanged (and left for
+    :func:`validate_identity` to judge)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        return int.__repr__(int.__int__(value))
     return value
 
 
@@ -102,21 +103,22 @@ def _field_text(name: str, value: object) -> str:  # noqa: PLR0911
         return _field_text(name, value.value)
     if isinstance(value, bool):
         return "true" if value else "false"
+    # Subclasses are read through the base type: their content, not __str__.
     if isinstance(value, str):
-        return value
+        return str.__str__(value)
     if isinstance(value, int):
-        return str(int(value))
+        return int.__repr__(int.__int__(value))
     if isinstance(value, Decimal) and value.is_finite():
-        return str(value)
+        return Decimal.__str__(value)
     if isinstance(value, uuid.UUID):
-        return str(value)
+        return uuid.UUID.__str__(value)
     if isinstance(value, dt.datetime):
         if value.utcoffset() is None:
             msg = f"field {name}={value!r} is a naive datetime; attach a timezone"
             raise InvalidCommandError(msg)
-        return value.astimezone(dt.UTC).isoformat()
+        return dt.datetime.isoformat(dt.datetime.astimezone(value, dt.UTC))
     if isinstance(value, dt.date):
-        return value.isoformat()
+        return dt.date.isoformat(value)
     msg = (
         f"field {name}={value!r} ({type(value).__name__}) cannot identify a command;"
         " use str, int, UUID, Decimal, date, aware datetime or Enum"

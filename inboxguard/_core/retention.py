@@ -15,11 +15,23 @@ from typing import Final
 
 from inboxguard.errors import ConfigurationError, RetentionMisalignedError
 
-__all__ = ["DEFAULT_MARGIN", "RetentionPolicy", "WindowRow", "format_duration"]
+__all__ = [
+    "DEFAULT_MARGIN",
+    "MAX_HORIZON",
+    "MIN_CLOCK_SKEW",
+    "RetentionPolicy",
+    "WindowRow",
+    "format_duration",
+]
 
 #: Safety margin added to the longest window when none is given: clock skew
 #: between producers and consumers, and purge lag, live inside it.
 DEFAULT_MARGIN: Final = dt.timedelta(days=1)
+#: Longest horizon accepted: ``now + horizon`` must stay a datetime for
+#: centuries (the largest datetime is in the year 9999).
+MAX_HORIZON: Final = dt.timedelta(days=1000 * 366)
+#: A producer's clock may run this far ahead even with no margin.
+MIN_CLOCK_SKEW: Final = dt.timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +53,9 @@ class RetentionPolicy:
 
     Raises:
         ConfigurationError: no window, a window that is not a positive
-            ``timedelta``, a negative margin, or a ``result_ttl`` beyond the
-            horizon.
+            ``timedelta``, a negative margin, a horizon longer than
+            :data:`MAX_HORIZON` (a datetime plus it could overflow), or a
+            ``result_ttl`` beyond the horizon.
     """
 
     __slots__ = ("_reported", "_sources", "margin", "result_ttl", "windows")
@@ -67,6 +80,7 @@ class RetentionPolicy:
         self.margin = margin
         self._sources = dict.fromkeys(windows, "declared")
         self._reported: dict[tuple[str, str], dt.timedelta] = {}
+        _require_representable(self.windows, margin)
         self.result_ttl = result_ttl
         if result_ttl is not None:
             _require_duration("result_ttl", result_ttl, positive=True)
@@ -100,6 +114,13 @@ class RetentionPolicy:
         """The oldest a message may be (by its ``sent_at``) and still be judged:
         the horizon minus the margin, which absorbs clock skew."""
         return self.horizon - self.margin
+
+    @property
+    def max_clock_skew(self) -> dt.timedelta:
+        """How far in the future a ``sent_at`` may be: the margin (at least
+        :data:`MIN_CLOCK_SKEW`). Within it, a producer's clock running ahead
+        still leaves the message's real age inside the horizon."""
+        return max(self.margin, MIN_CLOCK_SKEW)
 
     def explain(self) -> list[WindowRow]:
         """Rows a person can read: each declared window, each window reported
@@ -163,6 +184,18 @@ def _require_duration(name: str, value: object, *, positive: bool) -> None:
     if value < dt.timedelta(0) or (positive and not value):
         msg = f"{name} must be {'positive' if positive else 'zero or more'}, got {value}"
         raise ConfigurationError(msg)
+
+
+def _require_representable(windows: dict[str, dt.timedelta], margin: dt.timedelta) -> None:
+    name, longest = max(windows.items(), key=lambda kv: kv[1])
+    if longest <= MAX_HORIZON and margin <= MAX_HORIZON - longest:
+        return
+    msg = (
+        f"window {name!r} ({longest.days} days) plus the margin ({margin.days} days) is"
+        f" longer than {MAX_HORIZON.days} days: expiry times (now + horizon) would"
+        " overflow a datetime; to keep evidence for ever, never purge instead"
+    )
+    raise ConfigurationError(msg)
 
 
 def format_duration(value: dt.timedelta) -> str:

@@ -9,20 +9,22 @@ order; nothing here touches a database.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard._core.clock import Clock, checked_now
-from inboxguard._core.digest import canonical_json, digest_of
+from inboxguard._core.clock import Clock, as_utc, checked_now
+from inboxguard._core.digest import canonical_json, digest_of, legacy_digest_of
+from inboxguard._core.extract import CallPayload
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
     BeyondRetentionError,
-    ConfigurationError,
     InProgressError,
+    PayloadEncodingError,
     PayloadMismatchError,
 )
 from inboxguard.inbox._records import InboxEntry
@@ -35,7 +37,12 @@ logger = logging.getLogger("inboxguard")
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """A validated delivery: identity, digest and the claim's parameters."""
+    """A validated delivery: identity, digest and the claim's parameters.
+
+    ``earlier_digest`` computes, only when a stored digest differs, the digest
+    an earlier version stored for the same delivery (before calls were bound to
+    their signature and numbers compared by value), or None.
+    """
 
     consumer: str
     command_id: str
@@ -43,6 +50,11 @@ class Delivery:
     now: dt.datetime
     params: dict[str, Any]
     details: Mapping[str, Any] | None
+    earlier_digest: Callable[[], str | None] = lambda: None
+
+    def recognises(self, stored_digest: str) -> bool:
+        """Whether evidence stored with ``stored_digest`` is this payload's."""
+        return stored_digest == self.digest or stored_digest == self.earlier_digest()
 
 
 def prepare(
@@ -64,7 +76,8 @@ def prepare(
     """
     validate_identity(consumer, "consumer")
     validate_identity(command_id, "command_id")
-    digest = digest_of(payload, exclude=exclude)
+    excluded = exclude if isinstance(exclude, str) else tuple(exclude)
+    digest = digest_of(payload, exclude=excluded)
     now = checked_now(clock)
     ttl = retention.result_ttl
     params = {
@@ -77,7 +90,16 @@ def prepare(
         "expires_at": now + retention.horizon,
         "result_expires_at": now + ttl if ttl is not None else None,
     }
-    return Delivery(consumer, command_id, digest, now, params, details)
+    source = payload.as_passed if isinstance(payload, CallPayload) else payload
+    earlier = functools.partial(_earlier_digest, source, excluded)
+    return Delivery(consumer, command_id, digest, now, params, details, earlier)
+
+
+def _earlier_digest(payload: object, exclude: Iterable[str]) -> str | None:
+    try:
+        return legacy_digest_of(payload, exclude=exclude)
+    except PayloadEncodingError:  # no earlier form: only the current digest counts
+        return None
 
 
 def stale_error(
@@ -85,12 +107,17 @@ def stale_error(
 ) -> BeyondRetentionError | None:
     """The refusal of a message sent before the horizon, or None when it is in time.
 
+    A ``sent_at`` later than now plus ``retention.max_clock_skew`` is refused
+    too: the producer's clock is ahead by more than the margin absorbs, so the
+    message's age cannot be checked (an old message would look young).
+
     Raises:
         ConfigurationError: ``sent_at`` is not a timezone-aware datetime.
     """
-    if not isinstance(sent_at, dt.datetime) or sent_at.utcoffset() is None:
-        msg = f"sent_at must be a timezone-aware datetime, got {sent_at!r}"
-        raise ConfigurationError(msg)
+    sent_at = as_utc(sent_at, "sent_at")
+    latest = delivery.now + retention.max_clock_skew
+    if sent_at > latest:
+        return _from_the_future(delivery, sent_at, latest)
     limit = delivery.now - retention.max_message_age
     if sent_at >= limit:
         return None
@@ -109,6 +136,24 @@ def stale_error(
     )
 
 
+def _from_the_future(
+    delivery: Delivery, sent_at: dt.datetime, latest: dt.datetime
+) -> BeyondRetentionError:
+    msg = (
+        f"command {delivery.command_id!r} of consumer {delivery.consumer!r} claims to be"
+        f" sent at {sent_at.isoformat()}, after {latest.isoformat()} (now plus the allowed"
+        " clock skew): the producer's clock is ahead, so the message's age cannot be"
+        " checked; it was refused and quarantined; fix the producer's clock, then replay it"
+    )
+    return BeyondRetentionError(
+        msg,
+        consumer=delivery.consumer,
+        command_id=delivery.command_id,
+        sent_at=sent_at,
+        limit=latest,
+    )
+
+
 def verdict(delivery: Delivery, claim: Claim) -> InboxEntry | PayloadMismatchError:
     """The entry of a fresh or duplicate command, or the mismatch (logged) to refuse."""
     if claim.fresh:
@@ -118,7 +163,7 @@ def verdict(delivery: Delivery, claim: Claim) -> InboxEntry | PayloadMismatchErr
             digest=delivery.digest,
             duplicate=False,
         )
-    if claim.stored_digest != delivery.digest:
+    if not delivery.recognises(claim.stored_digest):
         return _mismatch(delivery, claim.stored_digest)
     # Past result_ttl the result counts as dropped even before purge has
     # compacted the row, so what a duplicate sees never depends on purge timing.

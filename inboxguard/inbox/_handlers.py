@@ -39,7 +39,7 @@ def sync_handler(
                 session,
                 consumer=consumer,
                 command_id=get_id(args, kwargs),
-                payload=payload_of(args, kwargs),
+                payload=payload_of(args, kwargs, fn, skip=1),
                 exclude=excluded,
             ) as entry:
                 if entry.duplicate:
@@ -68,7 +68,7 @@ def async_handler(
                 session,
                 consumer=consumer,
                 command_id=get_id(args, kwargs),
-                payload=payload_of(args, kwargs),
+                payload=payload_of(args, kwargs, fn, skip=1),
                 exclude=excluded,
             ) as entry:
                 if entry.duplicate:

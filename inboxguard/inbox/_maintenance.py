@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard._core.clock import Clock, checked_now
+from inboxguard._core.clock import Clock, as_utc, checked_now
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport, plan_purge, run_purge
 from inboxguard.inbox._watermark import advance
@@ -84,7 +84,7 @@ class Maintenance:
         )
 
     def _now(self, now: dt.datetime | None) -> dt.datetime:
-        return checked_now(self._clock) if now is None else now
+        return checked_now(self._clock) if now is None else as_utc(now, "purge(now=...)")
 
     def _cutoff(self, at: dt.datetime, resolved_before: ResolvedCutoff) -> dt.datetime | None:
         if resolved_before != "horizon":

@@ -154,7 +154,7 @@ class InboxTask(Task):  # type: ignore[misc]
             session,
             consumer=self._consumer(),
             command_id=command_id,
-            payload=payload_of(args, kwargs),
+            payload=payload_of(args, kwargs, self._user_fn()),
             exclude=tuple(self.inbox_exclude),
             sent_at=_sent_at(self.request, self.name),
             details=details,
@@ -181,7 +181,7 @@ class InboxTask(Task):  # type: ignore[misc]
             inbox.quarantine_delivery(
                 consumer=self._consumer(),
                 command_id=self._command_id(args, kwargs),
-                payload=payload_of(args, kwargs),
+                payload=payload_of(args, kwargs, self._user_fn()),
                 reason=QuarantineReason.RETRIES_EXHAUSTED,
                 exclude=tuple(self.inbox_exclude),
                 details=details,
@@ -211,11 +211,13 @@ class InboxTask(Task):  # type: ignore[misc]
             if spec is None:
                 msg = f"task {self.name!r} uses InboxTask without inbox_command_id="
                 raise ConfigurationError(msg)
-            # Autoretry replaces ``run`` with a wrapper; the user's function is _orig_run.
-            fn: Callable[..., Any] = getattr(self, "_orig_run", None) or self.run
-            getter = command_id_getter(spec, fn)
+            getter = command_id_getter(spec, self._user_fn())
             self._inbox_getter = getter
         return getter(args, kwargs)
+
+    def _user_fn(self) -> Callable[..., Any]:
+        # Autoretry replaces ``run`` with a wrapper; the user's function is _orig_run.
+        return getattr(self, "_orig_run", None) or self.run  # type: ignore[no-any-return]
 
 
 def inbox_task(

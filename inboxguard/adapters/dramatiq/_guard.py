@@ -80,6 +80,10 @@ class GuardCore:
     sync and async wrappers: what the guard is called with, and what Dramatiq
     must do with a failed attempt."""
 
+    #: The actor's own function (set by each wrapper): its signature binds
+    #: the arguments that are digested.
+    fn: Callable[..., Any]
+
     def __init__(
         self,
         *,
@@ -112,7 +116,7 @@ class GuardCore:
         """The guard's arguments for this call (raises InvalidCommandError)."""
         return Inputs(
             self.get_id(args, kwargs),
-            payload_of(args, kwargs),
+            payload_of(args, kwargs, self.fn),
             message.message_datetime if message is not None else None,
             self.details(message, args, kwargs),
         )
@@ -183,7 +187,7 @@ class GuardCore:
             delivery: dict[str, Any] = {
                 "consumer": self.consumer,
                 "command_id": self.get_id(args, kwargs),
-                "payload": payload_of(args, kwargs),
+                "payload": payload_of(args, kwargs, self.fn),
                 "reason": QuarantineReason.RETRIES_EXHAUSTED,
                 "exclude": self.exclude,
                 "details": details,

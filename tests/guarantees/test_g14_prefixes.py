@@ -1,4 +1,4 @@
-"""G13: every table prefix that passes validation works; a longer one is refused.
+"""G14: every table prefix that passes validation works; a longer one is refused.
 
 The longest allowed prefix and a mixed-case one create their tables and guard
 messages (fresh, duplicate, quarantined mismatch), advance a watermark, purge
@@ -26,7 +26,7 @@ def _mixed() -> str:
 
 
 @pytest.mark.parametrize("make", [_longest, _mixed], ids=["longest", "mixed-case"])
-def test_g13_allowed_prefix_creates_and_guards(
+def test_g14_allowed_prefix_creates_and_guards(
     engine: Engine, clock: FakeClock, make: object
 ) -> None:
     """create_schema() succeeds and every statement finds the tables."""
@@ -65,7 +65,7 @@ def test_g13_allowed_prefix_creates_and_guards(
             part.drop_schema()
 
 
-def test_g13_too_long_prefix_is_refused_naming_the_limit() -> None:
+def test_g14_too_long_prefix_is_refused_naming_the_limit() -> None:
     """One character over the bound: refused by the inbox, outbox and ledger alike."""
     too_long = "x" * MAX_PREFIX_LENGTH + "_"
     assert len(too_long) == MAX_PREFIX_LENGTH + 1
@@ -79,7 +79,7 @@ def test_g13_too_long_prefix_is_refused_naming_the_limit() -> None:
             make()
 
 
-def test_g13_bound_is_the_longest_derived_name() -> None:
+def test_g14_bound_is_the_longest_derived_name() -> None:
     """The bound leaves room for exactly the longest index or constraint name."""
     tables = inbox_tables("p" * MAX_PREFIX_LENGTH)
     names = [index.name for index in tables.inbox.indexes]

@@ -1,4 +1,4 @@
-"""G15: on MariaDB/MySQL, a connection that is not utf8mb4 is refused before
+"""G16: on MariaDB/MySQL, a connection that is not utf8mb4 is refused before
 anything is written, because ``INSERT IGNORE`` would hide the lossy conversion
 (``ticket-😀`` stored as ``ticket-????``) and skip a different command as its
 duplicate."""
@@ -27,7 +27,7 @@ def _refused() -> pytest.RaisesContext[ConfigurationError]:
     return pytest.raises(ConfigurationError, match=r"'utf8mb3'.*\?charset=utf8mb4")
 
 
-def test_g15_utf8mb3_connection_is_refused(utf8mb3: Engine, prefix: str) -> None:
+def test_g16_utf8mb3_connection_is_refused(utf8mb3: Engine, prefix: str) -> None:
     """The guard, the watermark and the outbox refuse it; nothing is stored."""
     inbox = Inbox(utf8mb3, retention=dt.timedelta(days=1), table_prefix=prefix)
     outbox = Outbox(utf8mb3, table_prefix=prefix)
@@ -48,7 +48,7 @@ def test_g15_utf8mb3_connection_is_refused(utf8mb3: Engine, prefix: str) -> None
         outbox.drop_schema()
 
 
-def test_g15_utf8mb4_keeps_the_two_commands_apart(mysql_url: str, prefix: str) -> None:
+def test_g16_utf8mb4_keeps_the_two_commands_apart(mysql_url: str, prefix: str) -> None:
     """With utf8mb4 (SQLAlchemy's default for PyMySQL), both are fresh commands."""
     engine = create_engine(f"{mysql_url}?charset=utf8mb4")
     inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)

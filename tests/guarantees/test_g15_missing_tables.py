@@ -1,4 +1,4 @@
-"""G14: a database without the tables is refused with a ConfigurationError
+"""G15: a database without the tables is refused with a ConfigurationError
 that says how to create them (``create_schema()`` or the Alembic branch),
 never a raw driver error; ``check_schema()`` tells it up front."""
 
@@ -20,7 +20,7 @@ def _refused(branch: str, create: str) -> pytest.RaisesContext[ConfigurationErro
     )
 
 
-def test_g14_inbox_without_tables(engine: Engine, prefix: str) -> None:
+def test_g15_inbox_without_tables(engine: Engine, prefix: str) -> None:
     """guard, lookup, purge, watermark and check_schema() name the fix."""
     inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
     with _refused("inboxguard", r"Inbox\.create_schema\(\)"):
@@ -45,7 +45,7 @@ def test_g14_inbox_without_tables(engine: Engine, prefix: str) -> None:
         inbox.drop_schema()
 
 
-def test_g14_outbox_without_its_table(engine: Engine, prefix: str) -> None:
+def test_g15_outbox_without_its_table(engine: Engine, prefix: str) -> None:
     """add, a dispatch pass and check_schema() name the fix."""
     outbox = Outbox(engine, table_prefix=prefix)
     with _refused("inboxguard_outbox", r"Outbox\.create_schema\(\)"):
@@ -68,7 +68,7 @@ def test_g14_outbox_without_its_table(engine: Engine, prefix: str) -> None:
         outbox.drop_schema()
 
 
-def test_g14_ledger_without_its_tables(engine: Engine, prefix: str) -> None:
+def test_g15_ledger_without_its_tables(engine: Engine, prefix: str) -> None:
     """execute, get and check_schema() name the fix."""
     ledger = EffectLedger(engine, table_prefix=prefix)
     gateway = SandboxGateway(engine, table_prefix=prefix + "gw_")

@@ -1,4 +1,4 @@
-"""G12: a schema per tenant (``schema_translate_map``) reaches every statement.
+"""G13: a schema per tenant (``schema_translate_map``) reaches every statement.
 
 Each test runs on PostgreSQL (two schemas), MariaDB (two databases, which
 MariaDB calls schemas) and SQLite (two attached database files). The same
@@ -113,7 +113,7 @@ def _deliver(inbox: Inbox, conn: Connection, command_id: str, payload: object) -
             return True
 
 
-def test_g12_same_command_ids_are_applied_once_per_tenant(
+def test_g13_same_command_ids_are_applied_once_per_tenant(
     tenants: Tenants, prefix: str, clock: FakeClock
 ) -> None:
     """Tenant B's first ``invoice-7`` is fresh although tenant A applied its own."""
@@ -134,7 +134,7 @@ def test_g12_same_command_ids_are_applied_once_per_tenant(
     assert inbox.lookup("billing", "invoice-7") is None  # nothing in the default schema
 
 
-def test_g12_mismatch_is_quarantined_in_the_tenant_schema(
+def test_g13_mismatch_is_quarantined_in_the_tenant_schema(
     tenants: Tenants, prefix: str, clock: FakeClock
 ) -> None:
     """A changed payload in tenant B is refused and recorded in B's quarantine only."""
@@ -153,7 +153,7 @@ def test_g12_mismatch_is_quarantined_in_the_tenant_schema(
     assert boxes[None].quarantined() == []
 
 
-def test_g12_purge_and_watermarks_stay_in_their_tenant(
+def test_g13_purge_and_watermarks_stay_in_their_tenant(
     tenants: Tenants, prefix: str, clock: FakeClock
 ) -> None:
     """Purge deletes only its tenant's expired evidence; watermarks are per tenant."""
@@ -178,7 +178,7 @@ def test_g12_purge_and_watermarks_stay_in_their_tenant(
         assert moved == expected
 
 
-def test_g12_outbox_and_ledger_in_a_tenant_schema(tenants: Tenants, prefix: str) -> None:
+def test_g13_outbox_and_ledger_in_a_tenant_schema(tenants: Tenants, prefix: str) -> None:
     """Outbox add and dispatch, and the effect ledger, work in each tenant's schema."""
     a, b = tenants.names
     outboxes = {t: Outbox(tenants.engine_of(t), table_prefix=prefix) for t in (None, a, b)}
@@ -210,7 +210,7 @@ def test_g12_outbox_and_ledger_in_a_tenant_schema(tenants: Tenants, prefix: str)
         assert record.state is EffectState.CONFIRMED
 
 
-def test_g12_async_guard_in_tenant_schemas(pg_url: str, prefix: str, clock: FakeClock) -> None:
+def test_g13_async_guard_in_tenant_schemas(pg_url: str, prefix: str, clock: FakeClock) -> None:
     """guard_async on asyncpg: same IDs fresh in each tenant, a mismatch
     quarantined in the caller's tenant schema."""
     tenants_gen = _pg(pg_url)
