@@ -22,6 +22,7 @@ from typing import Any
 
 from inboxguard._core.canonical import MAX_DEPTH, MAX_NUMBER_DIGITS, Walker, emit
 from inboxguard._core.exclusions import ExcludePath, compile_exclusions
+from inboxguard.errors import PayloadEncodingError
 
 __all__ = [
     "DIGEST_PREFIX",
@@ -30,6 +31,7 @@ __all__ = [
     "canonical_json",
     "digest_of",
     "digest_text",
+    "earlier_digest",
     "legacy_digest_of",
     "to_canonical",
 ]
@@ -73,6 +75,19 @@ def legacy_digest_of(payload: object, *, exclude: Exclude = ()) -> str:
     The inbox accepts it for evidence stored before the number rules.
     """
     return _hash(canonical_json(payload, exclude=exclude))
+
+
+def earlier_digest(payload: object, *, exclude: Exclude = ()) -> str | None:
+    """:func:`legacy_digest_of`, or None when the payload had no earlier form.
+
+    Services compare a stored digest with the current one first and, only when
+    they differ, with this one, so evidence stored by an earlier version keeps
+    matching its own payload.
+    """
+    try:
+        return legacy_digest_of(payload, exclude=exclude)
+    except PayloadEncodingError:  # no earlier form: only the current digest counts
+        return None
 
 
 def canonical_json(value: object, *, exclude: Exclude = (), root: str = "payload") -> str:

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard._core.digest import digest_of
+from inboxguard._core.digest import digest_of, earlier_digest
 from inboxguard._core.identity import validate_identity
 from inboxguard.effects._recorder import Recorder
 from inboxguard.effects._records import EffectRecord, ReconcileReport
@@ -191,7 +191,7 @@ class EffectLedger:
                 if held is not None:
                     return self._dispatch(held, provider, payload, lease)
                 continue
-            check_digest(record, digest)
+            check_digest(record, digest, lambda: earlier_digest(payload, exclude=exclude))
             receipt = settled(record)
             if receipt is not None:
                 return receipt

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from inboxguard.effects._records import EffectRecord
 from inboxguard.effects.provider import Provider, ProviderContract, Receipt
@@ -55,9 +56,10 @@ def check_lease(lease: dt.timedelta) -> None:
         raise ConfigurationError(msg)
 
 
-def check_digest(record: EffectRecord, digest: str) -> None:
-    """Fail closed (EffectPayloadConflictError) when the stored digest differs."""
-    if record.digest == digest:
+def check_digest(record: EffectRecord, digest: str, earlier: Callable[[], str | None]) -> None:
+    """Fail closed (EffectPayloadConflictError) when the stored digest is neither
+    the payload's digest nor ``earlier()``, the one an earlier version stored."""
+    if record.digest == digest or record.digest == earlier():
         return
     logger.warning(
         "effect %s: payload mismatch (stored %s, incoming %s); nothing sent",

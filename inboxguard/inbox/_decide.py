@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.clock import Clock, as_utc, checked_now
-from inboxguard._core.digest import canonical_json, digest_of, legacy_digest_of
+from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
 from inboxguard._core.extract import CallPayload
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
     BeyondRetentionError,
     InProgressError,
-    PayloadEncodingError,
     PayloadMismatchError,
 )
 from inboxguard.inbox._records import InboxEntry
@@ -91,15 +90,8 @@ def prepare(
         "result_expires_at": now + ttl if ttl is not None else None,
     }
     source = payload.as_passed if isinstance(payload, CallPayload) else payload
-    earlier = functools.partial(_earlier_digest, source, excluded)
+    earlier = functools.partial(earlier_digest, source, exclude=excluded)
     return Delivery(consumer, command_id, digest, now, params, details, earlier)
-
-
-def _earlier_digest(payload: object, exclude: Iterable[str]) -> str | None:
-    try:
-        return legacy_digest_of(payload, exclude=exclude)
-    except PayloadEncodingError:  # no earlier form: only the current digest counts
-        return None
 
 
 def stale_error(

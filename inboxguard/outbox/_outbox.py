@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard._core.digest import canonical_json, digest_of
+from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
@@ -187,7 +187,7 @@ class Outbox:
                 conn.execute(st.notify(self.channel))
             return True
         stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
-        if stored != digest:
+        if stored not in (digest, earlier_digest(payload)):
             msg = (
                 f"command {command_id!r} is already in the outbox with payload {stored},"
                 f" but this call adds {digest}; nothing was written: roll back and find"

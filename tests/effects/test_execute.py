@@ -3,6 +3,8 @@ receipt on repeats, rejections, payload mismatches and ambiguous outcomes."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from sqlalchemy.engine import Engine
 
@@ -110,6 +112,29 @@ def test_l05_same_key_other_payload_fails_closed(
     record = ledger.get(KEY)
     assert record is not None
     assert (record.state, record.version) == (EffectState.CONFIRMED, 2)
+
+
+def test_l05_a_record_stored_by_the_earlier_digest_still_matches(
+    ledger: EffectLedger, gateway: SandboxGateway
+) -> None:
+    """An effect recorded before the number rules (its digest of the numbers as
+    given) is the same intent when it is executed again after the upgrade: the
+    stored receipt comes back and the provider is not called again."""
+    from sqlalchemy import update
+
+    from inboxguard._core.digest import legacy_digest_of
+
+    payload = {**PAYLOAD, "amount": Decimal("12.50")}
+    first = ledger.execute(KEY, gateway, payload)
+    table = ledger.tables.effects
+    with ledger.engine.begin() as conn:
+        conn.execute(
+            update(table).where(table.c.effect_key == KEY).values(digest=legacy_digest_of(payload))
+        )
+    assert ledger.execute(KEY, gateway, payload) == first
+    with pytest.raises(EffectPayloadConflictError):
+        ledger.execute(KEY, gateway, {**payload, "amount": Decimal("13")})
+    assert (gateway.requests(), gateway.charges()) == (1, 1)
 
 
 def test_l05_mismatch_is_refused_even_while_unknown(

@@ -4,9 +4,10 @@ IDs are stable, payloads are checked, operators see the backlog (O1-O3, O8, O9).
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, select
+from sqlalchemy import Column, Integer, MetaData, String, Table, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -76,6 +77,30 @@ def test_o2_same_id_other_payload_fails_closed(engine, outbox):
     row = outbox.get("c-1")
     assert row is not None
     assert row.payload == {"amount": 10}
+
+
+def test_o2_a_row_stored_by_the_earlier_digest_still_matches(engine, outbox):
+    """A row added before the number rules (its digest of the numbers as given)
+    is the same command when the same payload is added again after the upgrade."""
+    from inboxguard._core.digest import legacy_digest_of
+
+    payload = {"amount": Decimal("10.50"), "rate": 1.0}
+    assert legacy_digest_of(payload) != inboxguard.digest_of(payload)
+    with Session(engine) as session, session.begin():
+        outbox.add(session, command_id="c-old", destination="ship", payload=payload)
+    with engine.begin() as conn:
+        table = outbox.tables.outbox
+        conn.execute(
+            update(table)
+            .where(table.c.command_id == "c-old")
+            .values(digest=legacy_digest_of(payload))
+        )
+    with Session(engine) as session, session.begin():
+        assert outbox.add(session, command_id="c-old", destination="ship", payload=payload) is False
+    with pytest.raises(inboxguard.OutboxPayloadConflictError), Session(engine) as session:
+        with session.begin():
+            outbox.add(session, command_id="c-old", destination="ship", payload={"amount": 11})
+    assert outbox.status().backlog == 1
 
 
 @pytest.mark.parametrize(
