@@ -2,6 +2,8 @@
 
 The inbox is built on the AsyncEngine's ``sync_engine`` and its tables are
 created with ``run_sync``: an asyncio-only service needs no sync driver.
+``INBOXGUARD_HANG_IN_BODY`` and ``INBOXGUARD_HANG_BEFORE_ACK`` (see
+``integrations/payments.py``) stop it at a known point for the kill tests.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
-from sqlalchemy import insert
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy import event, insert
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 import inboxguard
 from inboxguard.adapters.aio_pika import guarded
-from integrations.payments import RETENTION, Config, async_url, payments_table
+from integrations.payments import RETENTION, Config, async_url, hang, payments_table
 
 
 async def make_inbox(engine: AsyncEngine, config: Config) -> inboxguard.Inbox:
@@ -48,6 +55,7 @@ async def main() -> None:
         )
         if config.handler_delay:
             await asyncio.sleep(config.handler_delay.total_seconds())
+        _hang_points(config, body["command_id"], session)
         return {"applied": body["amount"]}
 
     connection = await aio_pika.connect_robust(config.broker_url)
@@ -78,6 +86,15 @@ async def main() -> None:
         await queue.consume(on_message)
         print("ready", flush=True)
         await asyncio.Future()
+
+
+def _hang_points(config: Config, command_id: str, session: AsyncSession) -> None:
+    """Test hooks: stop the whole process (the event loop included) for good
+    inside the transaction, or right after its COMMIT with the ack not sent."""
+    if command_id == config.hang_in_body:
+        hang(command_id)
+    if command_id == config.hang_before_ack:
+        event.listen(session.sync_session, "after_commit", lambda _: hang(command_id), once=True)
 
 
 def _command_id(raw: bytes) -> str:

@@ -10,6 +10,8 @@
 ``INBOXGUARD_DRAMATIQ_WORK_MS``     extra work per command, in ms (default 0)
 ``INBOXGUARD_DRAMATIQ_ACK_DELAY_MS``  fault injection: a pause between commit and ack
 ``INBOXGUARD_DRAMATIQ_REDIS_HEARTBEAT_MS``  Redis heartbeat timeout (default 60000)
+``INBOXGUARD_DRAMATIQ_HANG_IN_BODY``  an order whose actor stops for good in its transaction
+``INBOXGUARD_DRAMATIQ_HANG_AFTER_COMMIT``  one that stops for good after the COMMIT, unacked
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class Settings:
     work_ms: int
     ack_delay_ms: int
     redis_heartbeat_ms: int
+    hang_in_body: str = ""
+    hang_after_commit: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -55,6 +59,8 @@ class Settings:
             work_ms=int(get("WORK_MS", "0")),
             ack_delay_ms=int(get("ACK_DELAY_MS", "0")),
             redis_heartbeat_ms=int(get("REDIS_HEARTBEAT_MS", "60000")),
+            hang_in_body=get("HANG_IN_BODY", ""),
+            hang_after_commit=get("HANG_AFTER_COMMIT", ""),
         )
 
     def env(self) -> dict[str, str]:
@@ -70,4 +76,6 @@ class Settings:
             PREFIX_ENV + "WORK_MS": str(self.work_ms),
             PREFIX_ENV + "ACK_DELAY_MS": str(self.ack_delay_ms),
             PREFIX_ENV + "REDIS_HEARTBEAT_MS": str(self.redis_heartbeat_ms),
+            PREFIX_ENV + "HANG_IN_BODY": self.hang_in_body,
+            PREFIX_ENV + "HANG_AFTER_COMMIT": self.hang_after_commit,
         }

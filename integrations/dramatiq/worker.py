@@ -3,7 +3,8 @@
 The broker comes first, then ``InboxMiddleware``, then the actors: actor
 options are checked against the middleware present when they are declared.
 With ``INBOXGUARD_DRAMATIQ_GUARD=0`` the same actor runs in a plain
-transaction, without the inbox (the benchmark's baseline).
+transaction, without the inbox (the benchmark's baseline). The hang settings
+stop the ``ship`` actor at a known point for the kill tests.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import dramatiq
 from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend
-from sqlalchemy import create_engine, insert
+from sqlalchemy import create_engine, event, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,6 +27,7 @@ from inboxguard.adapters.dramatiq import InboxMiddleware
 from integrations.dramatiq.brokers import make_broker
 from integrations.dramatiq.model import async_db_url, make_inbox, shipments_table
 from integrations.dramatiq.settings import Settings
+from integrations.payments import hang
 
 settings = Settings.from_env()
 engine = create_engine(settings.db_url, pool_size=16, pool_pre_ping=True)
@@ -74,6 +76,10 @@ def apply_shipment(session: Session, order_id: str, sku: str, qty: int) -> dict[
     )
     if settings.work_ms:
         time.sleep(settings.work_ms / 1000)  # stands in for real work inside the transaction
+    if order_id == settings.hang_in_body:
+        hang(order_id)
+    if order_id == settings.hang_after_commit:
+        event.listen(session, "after_commit", lambda _: hang(order_id), once=True)
     return {"order_id": order_id, "shipped": qty}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -66,3 +67,34 @@ def test_l11_cli_lists_shows_reconciles_and_resolves(
     assert "only an unknown effect" in capsys.readouterr().err
     assert main(["effects", "reconcile", "--provider", "nope", *db]) == 2
     assert "package.module:attribute" in capsys.readouterr().err
+
+
+def test_l11_reconcile_exits_1_when_an_effect_needs_an_operator(
+    sqlite_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Past the window of a provider without lookup, `reconcile` cannot settle an
+    unknown effect: it sends nothing, lists it under needs_operator and exits 1."""
+    engine = create_engine(sqlite_url)
+    ledger = EffectLedger(engine, table_prefix=prefix)
+    ledger.create_schema()
+    gateway = SandboxGateway(engine, table_prefix=prefix, window=dt.timedelta(seconds=1))
+    gateway.create_schema()
+    gateway.script = ["accept_then_timeout"]
+    with pytest.raises(EffectOutcomeUnknownError):
+        ledger.execute("lost", gateway, {"amount": 1})
+    monkeypatch.setenv("LEDGER_CLI_URL", sqlite_url)
+    monkeypatch.setenv("LEDGER_CLI_PREFIX", prefix)
+    provider = "tests.effects.cli_provider:make_without_lookup"
+    argv = ["effects", "reconcile", "--provider", provider, "--older-than", "0"]
+
+    status = main([*argv, "--db", sqlite_url, "--prefix", prefix])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 1
+    assert (report["needs_operator"], report["reconciled"], report["pending"]) == (["lost"], [], [])
+    assert gateway.requests() == 1  # the first send only: reconcile never re-sends
+    record = ledger.get("lost")
+    assert record is not None
+    assert record.state is EffectState.UNKNOWN

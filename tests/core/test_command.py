@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
 import uuid
@@ -53,7 +54,7 @@ def test_command_id_for_is_stable_across_processes() -> None:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONHASHSEED": "99", "PYTHONUTF8": "1"},
+        env={**os.environ, "PYTHONHASHSEED": "99", "PYTHONUTF8": "1"},
     ).stdout.strip()
     assert out == command_id_for("a.b", z=1, y="é", x=True)
 

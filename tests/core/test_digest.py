@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -93,7 +94,7 @@ def test_digest_is_the_same_in_another_process() -> None:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONHASHSEED": "12345", "PYTHONUTF8": "1"},
+        env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONUTF8": "1"},
     ).stdout.strip()
     assert out == digest_of({"k": [1, "z", {"y": None}], "a": "é"})
 

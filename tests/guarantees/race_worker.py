@@ -6,7 +6,13 @@ Applies COMMANDS commands: SHARED of them from a pool every worker shares (in
 a worker-specific order), the rest its own. Each command adds its amount to
 account 0 and writes a ledger row, inside the inbox guard. In-progress claims
 and retryable database errors are retried later, as a broker would redeliver.
-Prints one JSON line: applied, duplicates, retries.
+
+Start barrier: the worker connects, prints ``ready`` and waits for a line on
+stdin, so every worker starts claiming at the same instant. The winner of a
+shared command keeps its transaction open for HOLD after its changes, which
+widens the window in which others claim the same command; a shared claim that
+took at least half of HOLD to return waited for another transaction.
+Prints one JSON line: applied, duplicates, retries, waited.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import datetime as dt
 import json
 import random
 import sys
+import time
 from collections import deque
 
 from sqlalchemy import create_engine
@@ -22,6 +29,8 @@ from sqlalchemy.orm import Session
 
 from inboxguard import Inbox, is_retryable
 from tests.helpers import apply, business_tables
+
+HOLD = 0.02
 
 
 def amount_of(command_id: str) -> int:
@@ -46,26 +55,35 @@ def main() -> None:
     random.Random(w).shuffle(pool)
     queue = deque(pool + [f"own{w}-{i}" for i in range(n - s)])
     random.Random(w + 100).shuffle(queue)
-    applied = duplicates = retries = 0
+    applied = duplicates = retries = waited = 0
+    with engine.connect():
+        pass  # connected before the barrier
+    print("ready", flush=True)
+    sys.stdin.readline()
     while queue:
         cid = queue.popleft()
+        shared_cmd = cid.startswith("shared-")
         try:
-            with (
-                Session(engine) as session,
-                session.begin(),
-                inbox.guard(session, consumer="race", command_id=cid, payload={"id": cid}) as entry,
-            ):
-                if entry.duplicate:
-                    duplicates += 1
-                    continue
-                apply(session.connection(), accounts, ledger, cid, amount_of(cid))
+            with Session(engine) as session, session.begin():
+                started = time.monotonic()
+                payload = {"id": cid}
+                with inbox.guard(session, consumer="race", command_id=cid, payload=payload) as e:
+                    if shared_cmd and time.monotonic() - started >= HOLD / 2:
+                        waited += 1
+                    if e.duplicate:
+                        duplicates += 1
+                        continue
+                    apply(session.connection(), accounts, ledger, cid, amount_of(cid))
+                    if shared_cmd:
+                        time.sleep(HOLD)  # the winner holds its claim open
             applied += 1
         except Exception as error:
             if not is_retryable(error):
                 raise
             retries += 1
             queue.append(cid)
-    print(json.dumps({"applied": applied, "duplicates": duplicates, "retries": retries}))
+    report = {"applied": applied, "duplicates": duplicates, "retries": retries, "waited": waited}
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

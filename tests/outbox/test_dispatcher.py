@@ -4,15 +4,23 @@ receipts, per-row backoff, dead rows, resend after a crash, leases (O4-O7)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
 from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT
+from tests.outbox.helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def add(engine: Engine, outbox: inboxguard.Outbox, *ids: str, headers=None) -> None:
@@ -221,6 +229,99 @@ def test_o11_wakeup_delivers_before_the_poll_interval(pg_url, prefix, recorder):
         thread.join(10)
         outbox.drop_schema()
         engine.dispose()
+
+
+def test_o9_dispatch_and_compaction_honour_batch_size(engine, outbox, clock, recorder):
+    """No pass sends, and no compaction transaction touches, more than ``batch_size`` rows."""
+    add(engine, outbox, *(f"c{n}" for n in range(7)))
+    with inboxguard.Dispatcher(outbox, recorder, batch_size=3) as dispatcher:
+        passes = [dispatcher.run_once() for _ in range(4)]
+    assert passes == [3, 3, 1, 0]
+    assert sorted(recorder.ids()) == [f"c{n}" for n in range(7)]
+
+    writes: list[object] = []  # each write's row count, and "commit" at each commit
+
+    def on_write(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith(("UPDATE", "DELETE")):
+            writes.append(cursor.rowcount)
+
+    def on_commit(conn):
+        writes.append("commit")
+
+    event.listen(engine, "after_cursor_execute", on_write)
+    event.listen(engine, "commit", on_commit)
+    try:
+        clock.advance(dt.timedelta(days=2))
+        assert outbox.compact(batch_size=3) == inboxguard.CompactionResult(compacted=7, purged=0)
+        clock.advance(dt.timedelta(days=40))
+        assert outbox.compact(batch_size=3) == inboxguard.CompactionResult(compacted=0, purged=7)
+    finally:
+        event.remove(engine, "after_cursor_execute", on_write)
+        event.remove(engine, "commit", on_commit)
+    counts = [w for w in writes if w != "commit"]
+    assert max(counts) == 3
+    assert sum(counts) == 14
+    # Every batch is a transaction of its own: a commit follows each write.
+    assert writes == [w for n in counts for w in (n, "commit")]
+    assert outbox.status().delivered == 0
+
+
+def test_o11_sigterm_with_a_batch_in_flight_records_the_sent_and_hands_back_the_rest(
+    engine, prefix, tmp_path
+):
+    """SIGTERM while the 2nd of 5 sends is in flight: that send finishes and is
+    recorded with the 1st; the other 3 are never sent and stay due, unattempted."""
+    box = inboxguard.Outbox(engine, table_prefix=prefix)
+    box.create_schema()
+    try:
+        add(engine, box, *(f"c{n}" for n in range(5)))
+        log, gate = tmp_path / "sends.log", tmp_path / "gate"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "INBOXGUARD_DATABASE_URL": engine.url.render_as_string(hide_password=False),
+            "OUTBOX_TEST_LOG": str(log),
+            "OUTBOX_TEST_HOLD": "c1",
+            "OUTBOX_TEST_GATE": str(gate),
+        }
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "inboxguard", "outbox", "dispatch"),
+                *("--batch-size", "5", "--poll-interval", "0.1", "--table-prefix", prefix),
+                *("--transport", "tests.outbox.gated_transport:send"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: log.exists() and "sending c1" in log.read_text(), timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            gate.touch()  # the in-flight send completes after the signal arrived
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, err
+        assert "stopped: delivered 2" in out
+        assert log.read_text().split("\n")[:-1] == [
+            "sending c0",
+            "sent c0",
+            "sending c1",
+            "sent c1",
+        ]
+        for cid in ("c0", "c1"):
+            assert box.get(cid).delivered_at is not None
+        for cid in ("c2", "c3", "c4"):
+            row = box.get(cid)
+            assert (row.delivered_at, row.attempts, row.dead_at) == (None, 0, None)
+            assert row.due_at is not None
+        assert box.status().backlog == 3
+    finally:
+        box.drop_schema()
 
 
 def test_bad_dispatcher_arguments_are_refused(engine, outbox, recorder):

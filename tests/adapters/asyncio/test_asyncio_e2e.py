@@ -22,6 +22,8 @@ from .conftest import AsyncioSetup
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 
 COMMANDS = 150
+#: The command at which the kill tests stop the consumer.
+KILLED_AT = 40
 #: The duplicated-publishing test runs the issue's full 1,000 commands.
 DUPLICATED_COMMANDS = 1000
 
@@ -55,23 +57,35 @@ def test_duplicated_publishing_applies_each_command_exactly_once(
     assert asyncio_setup.queue_depth() == 0
 
 
+@pytest.mark.parametrize(
+    ("hang", "applied_at_kill"),
+    [("INBOXGUARD_HANG_IN_BODY", []), ("INBOXGUARD_HANG_BEFORE_ACK", [KILLED_AT])],
+    ids=["mid-transaction", "after-commit-before-ack"],
+)
 def test_kill_9_mid_stream_loses_nothing_and_applies_nothing_twice(
-    asyncio_setup: AsyncioSetup,
+    asyncio_setup: AsyncioSetup, hang: str, applied_at_kill: list[int]
 ) -> None:
+    """The consumer is killed where it stops (inside the transaction, or after
+    the COMMIT with the ack not sent), not at a random instant. The killed
+    delivery comes back from RabbitMQ; after a commit it is a duplicate and
+    is not applied again."""
     prefix = asyncio_setup.config.prefix
     asyncio_setup.send(*({"command_id": f"pay-{i}", "amount": i} for i in range(COMMANDS)))
-    with asyncio_setup.worker(INBOXGUARD_HANDLER_DELAY_MS="50") as worker:
-        wait_until(lambda: payments(asyncio_setup.engine, prefix)[0] >= 30, 30, "30 payments")
+    with asyncio_setup.worker(**{hang: f"pay-{KILLED_AT}"}) as worker:
+        wait_until(lambda: f"hang pay-{KILLED_AT}" in worker.log.read_text(), 30, "the hang")
         worker.kill9()
-    applied_before_restart = payments(asyncio_setup.engine, prefix)[0]
-    assert applied_before_restart < COMMANDS, "the kill did not land mid-stream"
+    assert paid(asyncio_setup.engine, prefix, f"pay-{KILLED_AT}") == applied_at_kill
+    assert payments(asyncio_setup.engine, prefix)[0] < COMMANDS, "the kill landed mid-stream"
     asyncio_setup.deliveries.forget()
     with asyncio_setup.worker():
         wait_until(
             lambda: payments(asyncio_setup.engine, prefix)[1] == COMMANDS, 60, "every payment"
         )
         barrier(asyncio_setup)
+    assert asyncio_setup.deliveries.of(f"pay-{KILLED_AT}") == 1, "the killed delivery came back"
+    assert paid(asyncio_setup.engine, prefix, f"pay-{KILLED_AT}") == [KILLED_AT]
     assert payments(asyncio_setup.engine, prefix) == (COMMANDS + 1, COMMANDS + 1)
+    assert asyncio_setup.queue_depth() == 0
 
 
 def test_mismatch_is_quarantined_with_the_message_and_not_redelivered(

@@ -73,32 +73,52 @@ def test_d1_copies_with_new_message_ids_apply_once(
 
 
 @pytest.mark.parametrize("broker_name", ["redis", "rabbitmq"], indirect=True)
+@pytest.mark.parametrize(
+    ("hang", "applied_at_kill"),
+    [("hang_in_body", 0), ("hang_after_commit", 1)],
+    ids=["mid-transaction", "after-commit-before-ack"],
+)
 def test_d2_kill9_mid_batch_loses_nothing_applies_nothing_twice(
-    app_settings: Settings, producer: Any, start_worker: Any, engine: Engine
+    app_settings: Settings,
+    producer: Any,
+    start_worker: Any,
+    engine: Engine,
+    hang: str,
+    applied_at_kill: int,
 ) -> None:
-    """A worker process killed with SIGKILL mid-batch: after a restart every
-    command is applied exactly once."""
-    # Given a batch in flight whose commits run well ahead of their acks (a
-    # pause after each commit), so the kill lands between commit and ack for
-    # several messages. Redis requeues a dead worker's messages after its
-    # heartbeat timeout, shortened here so that the test is prompt.
-    changes = {"work_ms": 5, "ack_delay_ms": 100, "redis_heartbeat_ms": 2000}
-    first = start_worker(threads=4, **changes)
+    """A worker process killed with SIGKILL mid-batch, at a known point of one
+    command: inside its transaction, or after its COMMIT with the ack not sent.
+    After a restart every command is applied exactly once; the committed but
+    unacknowledged delivery comes back and is a duplicate (its one row is the
+    killed process's, and its result is the stored one)."""
+    killed = "order-40"
+    # Redis requeues a dead worker's messages after its heartbeat timeout,
+    # shortened here so that the test is prompt.
+    changes = {"redis_heartbeat_ms": 2000}
+    first = start_worker(threads=1, **changes, **{hang: killed})
     first.wait_ready()
     orders = [f"order-{i}" for i in range(120)]
-    messages = [producer.enqueue(ship_message(app_settings.queue, o)) for o in orders]
-    wait_until(lambda: total_rows(engine, app_settings.prefix) >= 12, 30, "the batch to start")
+    messages = [producer.enqueue(ship_message(app_settings.queue, o, qty=3)) for o in orders]
+    wait_until(lambda: f"hang {killed}" in first.text(), 30, "the hang")
 
-    # When the worker process is killed without a chance to ack or clean up
-    os.kill(first.worker_pid(), signal.SIGKILL)
-    applied_at_kill = total_rows(engine, app_settings.prefix)
+    # When the worker process is killed there, without a chance to ack or clean up
+    killed_pid = first.worker_pid()
+    os.kill(killed_pid, signal.SIGKILL)
     wait_until(lambda: first.proc.poll() is not None, 20, "the dramatiq command to notice")
-    assert applied_at_kill < len(orders), "the batch finished before the kill; raise work_ms"
+    at_kill = applications(engine, app_settings.prefix)
+    assert at_kill.get(killed, 0) == applied_at_kill
+    assert len(at_kill) < len(orders), "the kill landed mid-batch"
 
     # Then restarted workers finish the batch: nothing lost, nothing twice
     drain(producer, app_settings.queue, start_worker, threads=4, **changes)
-    results_of(messages)
+    results = results_of(messages)
     assert applications(engine, app_settings.prefix) == dict.fromkeys(orders, 1)
+    assert results[orders.index(killed)] == {"order_id": killed, "shipped": 3}
+    table = shipments_table(app_settings.prefix)
+    with engine.connect() as conn:
+        writers = conn.execute(select(table.c.worker_pid).where(table.c.order_id == killed))
+        [writer] = writers.scalars().all()
+    assert (writer == killed_pid) is bool(applied_at_kill)
 
 
 def test_d3_mismatched_redelivery_is_quarantined_and_dead_lettered(

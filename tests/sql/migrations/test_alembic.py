@@ -16,16 +16,27 @@ from inboxguard import Inbox
 from inboxguard.migrations import VERSION_LOCATION
 
 
+def _column(engine: Engine, column: Any) -> tuple[object, ...]:
+    """A reflected column as this database spells it: the type with its length or
+    precision, its character set and collation (``VARCHAR(255) CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin`` on MariaDB), nullability and the collation on its own."""
+    kind = column["type"]
+    return (
+        column["name"],
+        str(kind.compile(dialect=engine.dialect)),
+        getattr(kind, "length", None),
+        getattr(kind, "collation", None),
+        column["nullable"],
+    )
+
+
 def _shape(engine: Engine, prefix: str) -> dict[str, Any]:
     insp = inspect(engine)
     shape = {}
     for table in sorted(t for t in insp.get_table_names() if t.startswith(prefix)):
         short = table.removeprefix(prefix)
         shape[short] = {
-            "columns": [
-                (c["name"], str(c["type"]).split("(")[0], c["nullable"])
-                for c in insp.get_columns(table)
-            ],
+            "columns": [_column(engine, c) for c in insp.get_columns(table)],
             "pk": insp.get_pk_constraint(table)["constrained_columns"],
             "indexes": sorted(
                 (i["name"].replace(prefix, "P_"), tuple(i["column_names"]))
@@ -65,6 +76,11 @@ def test_alembic_upgrade_matches_create_schema(
     migrated_shape = _shape(engine, prefix + "a_")
     assert set(migrated_shape) == {"inbox", "quarantine", "watermark"}
     assert migrated_shape == _shape(engine, prefix + "b_")
+    columns = {c[0]: c for c in migrated_shape["inbox"]["columns"]}
+    assert columns["command_id"][2] == columns["consumer"][2] == 255
+    if engine.dialect.name == "mysql":  # G5: IDs compare exactly, never case-folded
+        assert columns["command_id"][3] == columns["consumer"][3] == "utf8mb4_bin"
+        assert columns["digest"][3] == "ascii_bin"
 
     migrated = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "a_")
     with Session(engine) as session, session.begin():

@@ -1,0 +1,146 @@
+"""What each documented extra must be able to do on its own.
+
+Each probe is a script run by the interpreter of a fresh virtualenv that has
+only ``inboxguard[<extras>]`` installed. It reads the service URLs from the
+environment, talks to the real service the extra is for, and prints ``ok``.
+"""
+
+from __future__ import annotations
+
+POSTGRESQL = """
+import datetime as dt, os
+from sqlalchemy import create_engine, text
+import inboxguard
+engine = create_engine(os.environ["PG_URL"] + "/postgres")
+with engine.connect() as conn:
+    assert conn.execute(text("SELECT 1")).scalar() == 1
+inboxguard.Inbox(engine, retention=dt.timedelta(days=1))
+"""
+
+MYSQL = """
+import datetime as dt, os
+from sqlalchemy import create_engine, text
+import inboxguard
+engine = create_engine(os.environ["MYSQL_URL"] + "/")
+with engine.connect() as conn:
+    assert conn.execute(text("SELECT 1")).scalar() == 1
+inboxguard.Inbox(engine, retention=dt.timedelta(days=1))
+"""
+
+CELERY_AMQP = """
+import os
+from celery import Celery
+import inboxguard.adapters.celery
+app = Celery("probe", broker=os.environ["AMQP_URL"])
+with app.connection() as conn:
+    conn.ensure_connection(max_retries=1)
+"""
+
+CELERY_REDIS = """
+import os
+from celery import Celery
+import inboxguard.adapters.celery
+app = Celery("probe", broker=os.environ["REDIS_URL"], backend=os.environ["REDIS_URL"])
+with app.connection() as conn:
+    conn.ensure_connection(max_retries=1)
+    conn.default_channel.client.ping()
+"""
+
+DRAMATIQ = """
+import os
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.redis import RedisBroker
+import inboxguard.adapters.dramatiq
+RedisBroker(url=os.environ["REDIS_URL"]).client.ping()
+# pika reads the vhost from the path: "/" must be spelled %2F
+broker = RabbitmqBroker(url=os.environ["AMQP_URL"].rstrip("/") + "/%2F")
+assert broker.connection.is_open
+broker.close()
+"""
+
+KOMBU_AMQP = """
+import os
+import kombu
+import inboxguard.adapters.kombu
+with kombu.Connection(os.environ["AMQP_URL"]) as conn:
+    conn.ensure_connection(max_retries=1)
+"""
+
+KOMBU_REDIS = """
+import os
+import kombu
+import inboxguard.adapters.kombu
+with kombu.Connection(os.environ["REDIS_URL"]) as conn:
+    conn.ensure_connection(max_retries=1)
+    conn.default_channel.client.ping()
+"""
+
+ASYNCIO = """
+import asyncio, datetime as dt, os
+import aio_pika
+from sqlalchemy.ext.asyncio import create_async_engine
+import inboxguard
+import inboxguard.adapters.aio_pika
+
+async def main():
+    connection = await aio_pika.connect(os.environ["AMQP_URL"])
+    await connection.close()
+    engine = create_async_engine("sqlite+aiosqlite:///probe.db")
+    inbox = inboxguard.Inbox(engine.sync_engine, retention=dt.timedelta(days=1))
+    async with engine.begin() as conn:
+        await conn.run_sync(inbox.tables.metadata.create_all)
+    for _ in range(2):
+        async with engine.begin() as conn:
+            async with inbox.guard_async(
+                conn, consumer="probe", command_id="c-1", payload={"n": 1}
+            ) as entry:
+                seen.append(entry.duplicate)
+    assert seen == [False, True], seen
+    await engine.dispose()
+
+seen = []
+asyncio.run(main())
+"""
+
+MIGRATIONS = """
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, inspect
+from inboxguard.migrations import VERSION_LOCATION
+command.init(Config("alembic.ini"), "env")
+cfg = Config()
+cfg.set_main_option("script_location", "env")
+cfg.set_main_option("sqlalchemy.url", "sqlite:///probe-migrations.db")
+cfg.set_main_option("path_separator", "os")
+cfg.set_main_option("version_locations", VERSION_LOCATION)
+command.upgrade(cfg, "inboxguard@head")
+tables = inspect(create_engine("sqlite:///probe-migrations.db")).get_table_names()
+assert "inboxguard_inbox" in tables, tables
+"""
+
+#: Extra set -> (probes it must pass, services they need).
+EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "postgresql": ((POSTGRESQL,), ("postgresql",)),
+    "mysql": ((MYSQL,), ("mysql",)),
+    "celery": ((CELERY_AMQP,), ("rabbitmq",)),
+    "celery,redis": ((CELERY_REDIS,), ("redis",)),
+    "dramatiq": ((DRAMATIQ,), ("redis", "rabbitmq")),
+    "kombu": ((KOMBU_AMQP,), ("rabbitmq",)),
+    "kombu,redis": ((KOMBU_REDIS,), ("redis",)),
+    "asyncio": ((ASYNCIO,), ("rabbitmq",)),
+    "migrations": ((MIGRATIONS,), ()),
+    "all": (
+        (
+            POSTGRESQL,
+            MYSQL,
+            CELERY_AMQP,
+            CELERY_REDIS,
+            DRAMATIQ,
+            KOMBU_AMQP,
+            KOMBU_REDIS,
+            ASYNCIO,
+            MIGRATIONS,
+        ),
+        ("postgresql", "mysql", "redis", "rabbitmq"),
+    ),
+}

@@ -1,0 +1,81 @@
+"""Every documented extra set works on its own in a fresh virtualenv.
+
+The wheel is built once from this checkout; each extra set is installed with
+its dependencies (never ``--no-deps``: the dependencies are what is checked)
+into a virtualenv of its own under the test's temporary directory, and a
+probe run by that virtualenv's interpreter talks to the real service. Pip
+reads its usual configuration and cache, so the installs stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AMQP_URL, MYSQL_ADMIN_URL, PG_ADMIN_URL, REDIS_URL, require_service
+from tests.packaging.probes import EXTRA_SETS
+
+pytestmark = pytest.mark.packaging
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The inboxguard wheel built from this checkout (only the wheel itself)."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+        timeout=300,
+    )
+    (built,) = out.glob("inboxguard-*.whl")
+    return built
+
+
+def _probe_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(PG_URL=PG_ADMIN_URL, MYSQL_URL=MYSQL_ADMIN_URL, REDIS_URL=REDIS_URL)
+    env["AMQP_URL"] = AMQP_URL
+    return env
+
+
+@pytest.mark.parametrize("extras", list(EXTRA_SETS))
+def test_extra_set_works_alone_in_a_fresh_virtualenv(
+    extras: str, wheel: Path, tmp_path: Path
+) -> None:
+    """`pip install 'inboxguard[<extras>]'` alone is enough to use what the extra is for."""
+    probes, services = EXTRA_SETS[extras]
+    for service in services:
+        require_service(service)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    install = subprocess.run(
+        [*pip, "install", "--quiet", f"{wheel}[{extras}]"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    for number, probe in enumerate(probes):
+        script = tmp_path / f"probe{number}.py"
+        script.write_text(probe + "\nimport inboxguard\nprint(inboxguard.__file__)\n")
+        run = subprocess.run(
+            [str(python), "-I", str(script)],
+            check=False,
+            cwd=tmp_path,
+            env=_probe_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, f"[{extras}] probe {number} failed:\n{run.stderr}"
+        imported_from = run.stdout.strip().splitlines()[-1]
+        assert imported_from.startswith(str(venv)), f"inboxguard came from {imported_from}"
