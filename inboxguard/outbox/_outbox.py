@@ -87,13 +87,13 @@ class Outbox:
         notify: bool | None = None,
     ) -> None:
         check_engine(engine)
-        refuse_shared_pool(engine, "an Outbox")
         check_table_prefix(table_prefix)
         check_clock(clock)
         self.retention = RetentionPolicy.coerce(retention)
         _check_delivered_retention(delivered_retention, self.retention)
         database = database_for(engine.dialect)
         self.tables = outbox_tables(table_prefix)
+        refuse_shared_pool(engine, "an Outbox")
         self.statements: OutboxStatements = database.outbox(self.tables)
         if notify and not self.statements.supports_notify:
             msg = (
