@@ -85,7 +85,8 @@ class Dispatcher:
             (default: exponential from 1 s, capped at 5 min).
         poll_interval: wait between passes that found nothing to do.
         wakeup: on PostgreSQL, LISTEN for the outbox's NOTIFY so a commit
-            wakes the dispatcher before the poll interval ends.
+            wakes the dispatcher before the poll interval ends; a lost LISTEN
+            connection is opened again with backoff, polling meanwhile.
 
     Raises:
         ConfigurationError: a bad argument.
