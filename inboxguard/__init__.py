@@ -36,6 +36,7 @@ from inboxguard.errors import (
     ReconciliationRequiredError,
     RetentionMisalignedError,
     StaleLeaseError,
+    UnroutableMessageError,
     UnsupportedDialectError,
 )
 from inboxguard.inbox import (
@@ -105,6 +106,7 @@ __all__ = [
     "RetentionMisalignedError",
     "RetentionPolicy",
     "StaleLeaseError",
+    "UnroutableMessageError",
     "UnsupportedDialectError",
     "WindowRow",
     "command_id_for",

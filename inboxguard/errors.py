@@ -27,6 +27,8 @@ table of their own; ``retryable`` is true exactly when the disposition is
     │                                    quarantined
     ├── InProgressError                  another transaction holds the claim
     │                                                                     retry
+    ├── UnroutableMessageError           the broker returned an outbox message
+    │                                    (no queue bound to it)           retry
     └── EffectError                      the external-effect ledger       fail
         ├── InvalidTransitionError       a transition the state machine forbids
         ├── StaleLeaseError              a fenced-out worker tried to record
@@ -69,6 +71,7 @@ __all__ = [
     "ReconciliationRequiredError",
     "RetentionMisalignedError",
     "StaleLeaseError",
+    "UnroutableMessageError",
     "UnsupportedDialectError",
 ]
 
@@ -331,6 +334,23 @@ class InProgressError(InboxGuardError):
         super().__init__(message)
         self.consumer = consumer
         self.command_id = command_id
+
+
+class UnroutableMessageError(InboxGuardError):
+    """The broker returned a message an outbox transport published: no queue is
+    bound to its ``destination`` (a misspelt destination, or a queue nobody
+    declared yet).
+
+    The row is not delivered: the dispatcher retries it with backoff and marks
+    it dead after ``max_attempts``. Declare the queue or fix the destination.
+    """
+
+    code = "unroutable"
+    disposition = Disposition.RETRY
+
+    def __init__(self, message: str, *, destination: str) -> None:
+        super().__init__(message)
+        self.destination = destination
 
 
 class EffectError(InboxGuardError):

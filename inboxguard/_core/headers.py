@@ -19,6 +19,7 @@ __all__ = [
     "RETRY_AT",
     "SENT_AT",
     "SENT_AT_SPELLINGS",
+    "is_reserved",
     "sent_at_of",
 ]
 
@@ -39,6 +40,12 @@ SENT_AT_SPELLINGS = (SENT_AT, LEGACY_SENT_AT)
 ATTEMPT = "x-inbox-attempt"
 #: Epoch seconds before which a retried copy is not processed.
 RETRY_AT = "x-inbox-retry-at"
+
+
+def is_reserved(name: str) -> bool:
+    """True for a header name of this vocabulary (any ``x-inbox`` name, in any
+    case, including the legacy ``x-inboxguard-`` spelling): only inboxguard sets it."""
+    return name.lower().startswith("x-inbox")
 
 
 def sent_at_of(headers: Mapping[str, Any] | None) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +17,8 @@ __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 _MODULES: tuple[str, ...] = ("retention", "purge", "quarantine", "outbox", "effects")
+#: Exit status after the reader of stdout went away: 128 + SIGPIPE.
+_BROKEN_PIPE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +34,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
+    """Run the command line; return the exit status.
+
+    Output piped into a reader that stops early (``| head``) ends the command
+    quietly with status 141 (128 + SIGPIPE, as a shell reports it), never
+    with a traceback.
+    """
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return _BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -40,3 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     status: int = func(args)
     return status
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of the
+    unwritten output raises no second ``BrokenPipeError`` at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests capture it)
+        pass
+    finally:
+        os.close(devnull)

@@ -4,6 +4,9 @@ The database comes from ``--url`` or the ``INBOXGUARD_DATABASE_URL``
 environment variable. ``dispatch`` needs a transport: ``--transport
 module:name`` names a transport callable, or a zero-argument factory that
 returns one (so the broker connection is built in the dispatcher's process).
+``dispatch`` prints how many rows were delivered, failed (due again after a
+backoff), dead and released, and exits 1 when it claimed rows but delivered
+none of them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 from sqlalchemy import create_engine
 
 from inboxguard.errors import ConfigurationError, InboxGuardError
-from inboxguard.outbox import Dispatcher, Outbox, OutboxMessage
+from inboxguard.outbox import Dispatcher, DispatchStats, Outbox, OutboxMessage
 
 __all__ = ["load_transport", "print_transport", "register"]
 
@@ -128,11 +131,19 @@ def _run_dispatch(args: argparse.Namespace) -> int:
     )
     if args.once:
         with dispatcher:
-            print(f"delivered {dispatcher.run_once()}")
-        return 0
-    stats = dispatcher.run_forever()
-    print(f"stopped: delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead}")
-    return 0
+            dispatcher.run_once()
+        return _report("dispatched", dispatcher.stats)
+    return _report("stopped", dispatcher.run_forever())
+
+
+def _report(what: str, stats: DispatchStats) -> int:
+    """Print the counters; 1 when rows were claimed and none was delivered."""
+    print(
+        f"{what}: delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead},"
+        f" released {stats.released}"
+    )
+    claimed = stats.delivered + stats.failed + stats.dead + stats.released
+    return 1 if claimed and not stats.delivered else 0
 
 
 def _retry_dead(args: argparse.Namespace) -> int:

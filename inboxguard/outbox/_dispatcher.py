@@ -32,10 +32,19 @@ from typing import Any
 
 from inboxguard._core.clock import checked_now
 from inboxguard.errors import ConfigurationError
+from inboxguard.outbox._checks import check_dispatcher_arguments
 from inboxguard.outbox._outbox import Outbox
-from inboxguard.outbox._pass import Outcome, message_of, receipt_json
+from inboxguard.outbox._pass import (
+    Outcome,
+    dead_record,
+    encoded_receipt,
+    exponential_backoff,
+    message_of,
+    release_record,
+)
 from inboxguard.outbox._records import Transport
-from inboxguard.outbox._wakeup import PgListener, SqliteDispatcherLock
+from inboxguard.outbox._sqlite_lock import SqliteDispatcherLock
+from inboxguard.outbox._wakeup import WakeUp
 from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
 
 __all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]
@@ -43,18 +52,6 @@ __all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]
 logger = logging.getLogger("inboxguard.outbox")
 #: Consecutive transport failures after which the rest of a batch waits.
 _FAILURE_STREAK = 3
-
-
-def exponential_backoff(
-    base: dt.timedelta = dt.timedelta(seconds=1), cap: dt.timedelta = dt.timedelta(minutes=5)
-) -> Callable[[int], dt.timedelta]:
-    """Return ``attempt -> delay``: ``base * 2**(attempt-1)``, at most ``cap``."""
-
-    def delay(attempt: int) -> dt.timedelta:
-        grown: dt.timedelta = base * (2 ** min(max(attempt - 1, 0), 30))
-        return min(cap, grown)
-
-    return delay
 
 
 @dataclass(slots=True)
@@ -88,7 +85,8 @@ class Dispatcher:
             (default: exponential from 1 s, capped at 5 min).
         poll_interval: wait between passes that found nothing to do.
         wakeup: on PostgreSQL, LISTEN for the outbox's NOTIFY so a commit
-            wakes the dispatcher before the poll interval ends.
+            wakes the dispatcher before the poll interval ends; a lost LISTEN
+            connection is opened again with backoff, polling meanwhile.
 
     Raises:
         ConfigurationError: a bad argument.
@@ -106,7 +104,10 @@ class Dispatcher:
         poll_interval: dt.timedelta = dt.timedelta(seconds=1),
         wakeup: bool = False,
     ) -> None:
-        _check_arguments(outbox, transport, batch_size, max_attempts, lease, poll_interval)
+        if not isinstance(outbox, Outbox):
+            msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
+            raise ConfigurationError(msg)
+        check_dispatcher_arguments(transport, batch_size, max_attempts, lease, poll_interval)
         if wakeup and not outbox.statements.supports_notify:
             msg = (
                 "wakeup=True needs PostgreSQL LISTEN/NOTIFY, which this outbox's database"
@@ -123,10 +124,10 @@ class Dispatcher:
         self.wakeup = wakeup
         self.stats = DispatchStats()
         self._stop = threading.Event()
-        self._listener: PgListener | None = None
+        self._wakeup: WakeUp | None = None
         self._lock: SqliteDispatcherLock | None = None
         if not outbox.statements.concurrent_dispatchers:
-            self._lock = SqliteDispatcherLock(outbox.engine.url.database)
+            self._lock = SqliteDispatcherLock(outbox.engine)
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -164,34 +165,53 @@ class Dispatcher:
     def _send_all(
         self, rows: Sequence[Sequence[Any]], token: str, send_by: dt.datetime, out: Outcome
     ) -> None:
+        """Send the claimed rows in order; whatever happens, every row ends in
+        exactly one of ``out``'s lists (unsent rows are released)."""
+        pending = list(rows)
         streak = 0
-        clock = self.outbox.clock
-        for index, row in enumerate(rows):
-            row_id, command_id, attempt = row[0], row[1], row[7]
-            now = checked_now(clock)
-            if attempt > self.max_attempts:
-                error = f"the lease expired {attempt - 1} times without a recorded outcome"
-                out.dead.append({"b_id": row_id, "b_token": token, "b_at": now, "b_error": error})
-                continue
-            if streak >= _FAILURE_STREAK or now >= send_by or self._stop.is_set():
-                due = now + self.backoff(1) if streak else now
-                out.released.extend(
-                    {"b_id": r[0], "b_token": token, "b_due": due} for r in rows[index:]
-                )
-                return
-            try:
-                receipt = self.transport(message_of(row))
-            except Exception as exc:  # any failure means "not delivered"
-                streak += 1
-                self._failed(row, token, exc, out)
-                continue
-            streak = 0
-            out.delivered.append(
-                {"b_id": row_id, "b_at": checked_now(clock), "b_receipt": receipt_json(receipt)}
-            )
-            logger.debug("delivered %s", command_id)
+        try:
+            while pending:
+                row, now = pending.pop(0), checked_now(self.outbox.clock)
+                if row[7] > self.max_attempts:
+                    error = f"the lease expired {row[7] - 1} times without a recorded outcome"
+                    out.dead.append(dead_record(row, token, now, error))
+                elif streak >= _FAILURE_STREAK or now >= send_by or self._stop.is_set():
+                    due = now + self.backoff(1) if streak else now
+                    pending.insert(0, row)
+                    out.released.extend(release_record(r, token, due) for r in pending)
+                    pending.clear()
+                else:
+                    streak = 0 if self._send(row, token, out) else streak + 1
+        finally:  # a BaseException from a send: hand the unsent rows back
+            now = checked_now(self.outbox.clock)
+            out.released.extend(release_record(r, token, now) for r in pending)
 
-    def _failed(self, row: Sequence[Any], token: str, exc: Exception, out: Outcome) -> None:
+    def _send(self, row: Sequence[Any], token: str, out: Outcome) -> bool:
+        """Send one row and file its outcome; True if it was delivered.
+
+        Any failure of this row (building its message, the transport, a
+        ``BaseException`` such as gevent's ``Timeout``) files it as failed;
+        a ``BaseException`` is raised again once it is filed, and stops the
+        dispatcher after the batch is recorded.
+        """
+        try:
+            receipt = self.transport(message_of(row))
+        except BaseException as exc:  # any failure means "not delivered"
+            self._failed(row, token, exc, out)
+            if not isinstance(exc, Exception):
+                raise
+            return False
+        out.delivered.append(
+            {
+                "b_id": row[0],
+                "b_at": checked_now(self.outbox.clock),
+                "b_receipt": encoded_receipt(receipt, row[1]),
+            }
+        )
+        logger.debug("delivered %s", row[1])
+        return True
+
+    def _failed(self, row: Sequence[Any], token: str, exc: BaseException, out: Outcome) -> None:
         row_id, command_id, attempt = row[0], row[1], row[7]
         now = checked_now(self.outbox.clock)
         error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -203,7 +223,7 @@ class Dispatcher:
                 error,
                 extra={"command_id": command_id, "attempts": attempt},
             )
-            out.dead.append({"b_id": row_id, "b_token": token, "b_at": now, "b_error": error})
+            out.dead.append(dead_record(row, token, now, error))
             return
         delay = self.backoff(attempt)
         logger.warning(
@@ -249,7 +269,8 @@ class Dispatcher:
         try:
             if self.wakeup:
                 listen = self.outbox.statements.listen(self.outbox.channel)
-                self._listener = PgListener.open(self.outbox.engine, listen)
+                self._wakeup = WakeUp(self.outbox.engine, listen)
+                self._wakeup.start()
             while not self._stop.is_set():
                 try:
                     delivered = self.run_once()
@@ -268,15 +289,26 @@ class Dispatcher:
             self.close()
         return self.stats
 
+    @property
+    def listening(self) -> bool:
+        """True while a ``wakeup`` dispatcher holds an open LISTEN connection
+        (False while it polls, before it starts and after it stopped)."""
+        return self._wakeup is not None and self._wakeup.listening
+
+    @property
+    def _listener(self) -> object | None:
+        """The open LISTEN connection, or None (kept for tests that wait on it)."""
+        return self._wakeup.listener if self._wakeup is not None else None
+
     def stop(self) -> None:
         """Ask :meth:`run_forever` to finish its batch and return (thread-safe)."""
         self._stop.set()
 
     def close(self) -> None:
         """Release the LISTEN connection and the SQLite dispatcher lock."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        if self._wakeup is not None:
+            self._wakeup.close()
+            self._wakeup = None
         if self._lock is not None:
             self._lock.release()
 
@@ -288,8 +320,8 @@ class Dispatcher:
 
     def _idle(self) -> None:
         seconds = self.poll_interval.total_seconds()
-        if self._listener is not None:
-            self._listener.wait(seconds, self._stop)
+        if self._wakeup is not None:
+            self._wakeup.wait(seconds, self._stop)
         else:
             self._stop.wait(seconds)
 
@@ -304,27 +336,3 @@ class Dispatcher:
         return {
             signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
         }
-
-
-def _check_arguments(
-    outbox: object,
-    transport: object,
-    batch_size: object,
-    max_attempts: object,
-    lease: object,
-    poll_interval: object,
-) -> None:
-    if not isinstance(outbox, Outbox):
-        msg = f"outbox must be an inboxguard.Outbox, got {type(outbox).__name__}"
-        raise ConfigurationError(msg)
-    if not callable(transport):
-        msg = f"transport must be a callable taking an OutboxMessage, got {transport!r}"
-        raise ConfigurationError(msg)
-    for name, value in (("batch_size", batch_size), ("max_attempts", max_attempts)):
-        if type(value) is not int or value < 1:
-            msg = f"{name} must be a positive int, got {value!r}"
-            raise ConfigurationError(msg)
-    for name, span in (("lease", lease), ("poll_interval", poll_interval)):
-        if not isinstance(span, dt.timedelta) or span <= dt.timedelta(0):
-            msg = f"{name} must be a positive timedelta, got {span!r}"
-            raise ConfigurationError(msg)

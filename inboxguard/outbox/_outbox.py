@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
+from inboxguard._core.headers import is_reserved
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
@@ -22,15 +23,13 @@ from inboxguard.errors import (
     OutboxPayloadConflictError,
     PayloadEncodingError,
 )
+from inboxguard.outbox._checks import check_positive_int
 from inboxguard.outbox._records import (
-    HEADER_COMMAND_ID,
-    HEADER_DIGEST,
-    HEADER_SENT_AT,
     CompactionResult,
     OutboxRow,
     OutboxStatus,
 )
-from inboxguard.sql.connection import check_engine, connection_of
+from inboxguard.sql.connection import check_engine, connection_of, refuse_shared_pool
 from inboxguard.sql.dialects import OutboxStatements, database_for
 from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
 from inboxguard.sql.schema import check_tables
@@ -38,7 +37,6 @@ from inboxguard.sql.tables import outbox_tables
 
 __all__ = ["Outbox"]
 
-_RESERVED = frozenset({HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT})
 #: Default time delivered rows keep their payload, headers and receipt.
 DEFAULT_DELIVERED_RETENTION = dt.timedelta(days=1)
 #: Default dedup horizon of the outbox's own evidence (command ID + digest).
@@ -71,7 +69,10 @@ class Outbox:
             (default: on for PostgreSQL, not available elsewhere).
 
     Raises:
-        ConfigurationError: an argument cannot keep the guarantees.
+        ConfigurationError: an argument cannot keep the guarantees, or the
+            engine's pool hands every checkout the same connection
+            (``SingletonThreadPool``, ``StaticPool``): the outbox's own short
+            transactions would run on, and commit or roll back, the caller's.
         UnsupportedDialectError: the engine's database is not supported.
     """
 
@@ -92,6 +93,7 @@ class Outbox:
         _check_delivered_retention(delivered_retention, self.retention)
         database = database_for(engine.dialect)
         self.tables = outbox_tables(table_prefix)
+        refuse_shared_pool(engine, "an Outbox")
         self.statements: OutboxStatements = database.outbox(self.tables)
         if notify and not self.statements.supports_notify:
             msg = (
@@ -153,7 +155,8 @@ class Outbox:
             PayloadEncodingError: the payload or headers have no canonical
                 JSON encoding, or a header name is reserved.
             OutboxPayloadConflictError: the ID is stored with a different
-                payload; nothing was written, roll back.
+                payload or for another destination; nothing was written, roll
+                back.
             ConfigurationError: ``session`` is not a Session or Connection,
                 or commits each statement on its own (autocommit, however it
                 was set: the row could outlive a rolled-back business change).
@@ -186,12 +189,22 @@ class Outbox:
             if self.notify:
                 conn.execute(st.notify(self.channel))
             return True
-        stored = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).scalar_one()
+        stored, where = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).one()
         if stored not in (digest, earlier_digest(payload)):
             msg = (
                 f"command {command_id!r} is already in the outbox with payload {stored},"
                 f" but this call adds {digest}; nothing was written: roll back and find"
                 " out why the same business intent produced a different command"
+            )
+            raise OutboxPayloadConflictError(
+                msg, command_id=command_id, stored_digest=stored, incoming_digest=digest
+            )
+        if where != destination:
+            msg = (
+                f"command {command_id!r} is already in the outbox for destination"
+                f" {where!r}, but this call adds it for {destination!r}; nothing was"
+                " written: roll back and find out why the same business intent was"
+                " addressed to two destinations"
             )
             raise OutboxPayloadConflictError(
                 msg, command_id=command_id, stored_digest=stored, incoming_digest=digest
@@ -204,7 +217,7 @@ class Outbox:
         """Backlog, age of the oldest unsent row, dead and delivered rows."""
         now = checked_now(self.clock)
         st = self.statements
-        with self.engine.connect() as conn:
+        with schema_required(OUTBOX_SCHEMA), self.engine.connect() as conn:
             backlog, oldest = conn.execute(st.backlog_stmt).one()
             dead = conn.execute(st.count_of("dead")).scalar_one()
             done = conn.execute(st.count_of("delivered")).scalar_one()
@@ -218,7 +231,12 @@ class Outbox:
         return next(iter(self._rows(self.statements.rows(command_id=command_id, limit=1))), None)
 
     def dead(self, *, limit: int = 100) -> list[OutboxRow]:
-        """Rows that exhausted their attempts, oldest first, with their last error."""
+        """Rows that exhausted their attempts, oldest first, with their last error.
+
+        Raises:
+            ConfigurationError: ``limit`` is not a positive int.
+        """
+        check_positive_int("limit", limit)
         return self._rows(self.statements.rows(limit=limit))
 
     def retry_dead(self, command_ids: Iterable[str] | None = None) -> int:
@@ -238,7 +256,11 @@ class Outbox:
         horizon. Pending and dead rows are never touched. Work is done in
         transactions of at most ``batch_size`` rows, so a large backlog of
         old rows never holds long locks.
+
+        Raises:
+            ConfigurationError: ``batch_size`` is not a positive int.
         """
+        check_positive_int("batch_size", batch_size)
         st = self.statements
         now = checked_now(self.clock)
         purge = st.purge_delivered(now - self.retention.horizon, batch_size)
@@ -256,7 +278,7 @@ class Outbox:
                 return total
 
     def _rows(self, stmt: Executable) -> list[OutboxRow]:
-        with self.engine.connect() as conn:
+        with schema_required(OUTBOX_SCHEMA), self.engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [
             OutboxRow(
@@ -300,10 +322,11 @@ def _encode_headers(headers: Mapping[str, Any] | None) -> str | None:
     if not isinstance(headers, Mapping):
         msg = f"headers must be a mapping of str to JSON values, got {type(headers).__name__}"
         raise PayloadEncodingError(msg, path="headers")
-    taken = _RESERVED.intersection(headers)
+    taken = sorted(name for name in headers if isinstance(name, str) and is_reserved(name))
     if taken:
         msg = (
-            f"headers {sorted(taken)} are set by the dispatcher from the row itself; leave them out"
+            f"headers {taken} are reserved: inboxguard's dispatchers and consumers set and"
+            " act on every x-inbox header; leave them out, or rename yours"
         )
         raise PayloadEncodingError(msg, path="headers")
     return canonical_json(dict(headers), root="headers") if headers else None

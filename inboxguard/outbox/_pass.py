@@ -3,8 +3,10 @@ outcome records written back once the pass is over."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +17,17 @@ from inboxguard.outbox._records import (
     OutboxMessage,
 )
 
-__all__ = ["Outcome", "message_of", "receipt_json"]
+__all__ = [
+    "Outcome",
+    "dead_record",
+    "encoded_receipt",
+    "exponential_backoff",
+    "message_of",
+    "receipt_json",
+    "release_record",
+]
+
+logger = logging.getLogger("inboxguard.outbox")
 
 
 @dataclass(slots=True)
@@ -52,3 +64,40 @@ def receipt_json(receipt: Any) -> str | None:
     if receipt is None:
         return None
     return json.dumps(receipt, default=repr, sort_keys=True, ensure_ascii=False)
+
+
+def encoded_receipt(receipt: Any, command_id: str) -> str | None:
+    """The receipt as stored JSON; one that cannot be encoded is replaced by a
+    note, because the broker already holds the message (it was delivered)."""
+    try:
+        return receipt_json(receipt)
+    except Exception as exc:
+        logger.warning(
+            "outbox row %s was delivered, but its receipt cannot be stored as JSON: %s",
+            command_id,
+            exc,
+            extra={"command_id": command_id},
+        )
+        return receipt_json({"unencodable_receipt": f"{type(exc).__name__}: {exc}"[:500]})
+
+
+def dead_record(row: Sequence[Any], token: str, now: dt.datetime, error: str) -> dict[str, Any]:
+    """The parameters that mark a claimed row dead."""
+    return {"b_id": row[0], "b_token": token, "b_at": now, "b_error": error}
+
+
+def release_record(row: Sequence[Any], token: str, due: dt.datetime) -> dict[str, Any]:
+    """The parameters that hand a claimed, unsent row back, due at ``due``."""
+    return {"b_id": row[0], "b_token": token, "b_due": due}
+
+
+def exponential_backoff(
+    base: dt.timedelta = dt.timedelta(seconds=1), cap: dt.timedelta = dt.timedelta(minutes=5)
+) -> Callable[[int], dt.timedelta]:
+    """Return ``attempt -> delay``: ``base * 2**(attempt-1)``, at most ``cap``."""
+
+    def delay(attempt: int) -> dt.timedelta:
+        grown: dt.timedelta = base * (2 ** min(max(attempt - 1, 0), 30))
+        return min(cap, grown)
+
+    return delay

@@ -1,23 +1,23 @@
-"""Waiting between polls: a PostgreSQL LISTEN wake-up, and the lock that keeps
-a SQLite database to one dispatcher."""
+"""Waiting between polls: a PostgreSQL LISTEN wake-up that survives losing its
+connection."""
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard.errors import ConfigurationError
-
-__all__ = ["PgListener", "SqliteDispatcherLock"]
+__all__ = ["PgListener", "WakeUp"]
 
 logger = logging.getLogger("inboxguard.outbox")
 #: Longest single wait, so a stop request is noticed promptly.
 _SLICE = 0.2
+#: First and longest wait before opening a lost LISTEN connection again (seconds).
+_RECONNECT_FIRST = 0.5
+_RECONNECT_CAP = 30.0
 
 
 class PgListener:
@@ -75,63 +75,83 @@ class PgListener:
             logger.debug("closing the LISTEN connection failed", exc_info=True)
 
 
-class SqliteDispatcherLock:
-    """An advisory lock that admits one dispatcher per SQLite database.
+class WakeUp:
+    """Waits between passes: on LISTEN notifications while the listening
+    connection works, by polling while it does not.
 
-    A file database is locked with ``flock`` on ``<file>.dispatcher.lock``,
-    which also excludes dispatchers in other processes; an in-memory database
-    is locked within this process.
+    A listening connection that fails (a database restart, a failover, a
+    killed backend) is closed and opened again after a backoff that doubles
+    from half a second up to 30 seconds; until then the dispatcher polls.
+    After a reopen the wait ends at once, so rows committed while nobody
+    listened are claimed without waiting for the poll interval.
     """
 
-    _memory: set[str] = set()  # noqa: RUF012 - deliberately process-wide
-    _guard = threading.Lock()
+    def __init__(self, engine: Engine, listen: str) -> None:
+        self._engine = engine
+        self._listen = listen
+        self._listener: PgListener | None = None
+        self._delay = _RECONNECT_FIRST
+        self._next_open = 0.0
+        self._polling_only = False  # the driver cannot LISTEN at all
 
-    def __init__(self, database: str | None) -> None:
-        self.database = database or ":memory:"
-        self._fd: int | None = None
-        self._held = False
+    @property
+    def listening(self) -> bool:
+        """True while a LISTEN connection is open."""
+        return self._listener is not None
 
-    def acquire(self) -> None:
-        """Take the lock or fail.
+    @property
+    def listener(self) -> PgListener | None:
+        """The open LISTEN connection, or None."""
+        return self._listener
 
-        Raises:
-            ConfigurationError: another dispatcher holds it.
-        """
-        if self._held:
+    def start(self) -> None:
+        """Open the LISTEN connection before the first pass (on failure the
+        dispatcher polls and retries later)."""
+        self._reopen()
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        """Wait up to ``timeout`` seconds, less when a notification arrives,
+        a stop is requested or a lost connection was opened again."""
+        if self._listener is None and not self._polling_only and self._reopen():
             return
-        if self.database == ":memory:" or self.database.startswith("file::memory:"):
-            with self._guard:
-                if self.database in self._memory:
-                    raise self._busy()
-                self._memory.add(self.database)
-        else:
-            import fcntl  # noqa: PLC0415 - POSIX only, and only for SQLite
-
-            fd = os.open(f"{self.database}.dispatcher.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise self._busy() from None
-            self._fd = fd
-        self._held = True
-
-    def release(self) -> None:
-        """Give the lock back (idempotent)."""
-        if not self._held:
+        if self._listener is None:
+            left = max(self._next_open - time.monotonic(), 0.0)
+            stop.wait(timeout if self._polling_only else min(timeout, max(left, _SLICE)))
             return
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
-        else:
-            with self._guard:
-                self._memory.discard(self.database)
-        self._held = False
+        try:
+            self._listener.wait(timeout, stop)
+        except Exception:  # the connection is gone: poll until it is back
+            logger.warning(
+                "the outbox LISTEN connection failed; polling until it is open again",
+                exc_info=True,
+            )
+            self.close()
+            self._next_open = time.monotonic() + self._delay
 
-    def _busy(self) -> ConfigurationError:
-        msg = (
-            f"another outbox dispatcher is already running on the SQLite database"
-            f" {self.database!r}; SQLite has no FOR UPDATE SKIP LOCKED, so it runs one"
-            " dispatcher: stop the other one, or use PostgreSQL or MariaDB to run several"
-        )
-        return ConfigurationError(msg)
+    def _reopen(self) -> bool:
+        """Open the LISTEN connection when its backoff is over; True if it opened."""
+        if time.monotonic() < self._next_open:
+            return False
+        try:
+            listener = PgListener.open(self._engine, self._listen)
+        except Exception:
+            logger.warning(
+                "opening the outbox LISTEN connection failed; retrying in %.1fs, polling meanwhile",
+                self._delay,
+                exc_info=True,
+            )
+            self._next_open = time.monotonic() + self._delay
+            self._delay = min(self._delay * 2, _RECONNECT_CAP)
+            return False
+        if listener is None:
+            self._polling_only = True
+            return False
+        first = self._next_open == 0.0
+        self._listener, self._delay = listener, _RECONNECT_FIRST
+        return not first  # after a loss, claim what was committed meanwhile
+
+    def close(self) -> None:
+        """Close the LISTEN connection, if open."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None

@@ -49,6 +49,7 @@ __all__ = [
     "async_connection_of",
     "check_engine",
     "connection_of",
+    "refuse_shared_pool",
     "shared_pool_problem",
     "spare_connection_problem",
     "transaction_kept",
@@ -183,6 +184,21 @@ def shared_pool_problem(pool: Pool) -> str | None:
             " so a transaction of its own would commit the caller's writes"
         )
     return None
+
+
+def refuse_shared_pool(engine: Engine, service: str) -> None:
+    """Raise ConfigurationError when ``engine``'s pool hands out the caller's own
+    connection (:func:`shared_pool_problem`), for a ``service`` that runs short
+    transactions of its own next to the caller's."""
+    problem = shared_pool_problem(engine.pool)
+    if problem is not None:
+        msg = (
+            f"{service} cannot use this engine: {problem}, and returning it to the pool"
+            " would roll back the caller's open transaction; create the engine with a"
+            " pool of separate connections (the default QueuePool, or NullPool; for"
+            " SQLite, a database file instead of ':memory:')"
+        )
+        raise ConfigurationError(msg)
 
 
 def spare_connection_problem(pool: Pool) -> str | None:

@@ -28,6 +28,9 @@ def kombu_transport(settings: Settings) -> Any:
     conn = Connection(
         settings.broker_url, connect_timeout=1, transport_options={"confirm_publish": True}
     )
+    # Declare the queue the rows go to: a dispatcher that starts before the
+    # consumer still delivers (without it, RabbitMQ returns each message and
+    # the rows back off until the consumer declares the queue).
     return KombuTransport(
         conn,
         declare=[Queue(settings.queue, durable=True)],

@@ -144,3 +144,54 @@ def test_dispatch_builds_the_transport_from_a_factory():
     made = load_transport("tests.outbox.helpers:Recorder")  # a class needing no argument
     assert callable(made)
     assert made.sent == []
+
+
+def refused_transport(message):
+    """A transport whose broker refuses every message (for the report below)."""
+    raise ConnectionError(f"broker refused {message.command_id}")
+
+
+def test_o19_dispatch_once_reports_failed_and_dead_rows_and_fails_when_nothing_arrived(box, capsys):
+    add(box, "a", "b")
+    with inboxguard.Dispatcher(box, refused_transport, max_attempts=2) as dispatcher:
+        dispatcher.run_once()  # "a" and "b" fail once
+    add(box, "c")
+    with box.engine.begin() as conn:  # make the failed rows due again now
+        conn.execute(box.tables.outbox.update().values(due_at=box.clock()))
+    spec = "tests.cli.test_outbox:refused_transport"
+    args = ["outbox", "dispatch", "--once", "--max-attempts", "2", "--transport", spec]
+    assert main(cli(box, *args)) == 1  # claimed three rows, delivered none
+    out = capsys.readouterr().out
+    assert "delivered 0, failed 1, dead 2, released 0" in out
+
+    add(box, "d")
+    printing = "inboxguard.cli.outbox:print_transport"
+    assert main(cli(box, "outbox", "dispatch", "--once", "--transport", printing)) == 0
+    assert "delivered 1, failed 0, dead 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["outbox", "status"], ["outbox", "status", "--json"]], ids=" ".join
+)
+def test_o19_output_piped_into_a_closed_reader_ends_without_a_traceback(box, args):
+    add(box, "a")
+    env = {**os.environ, "INBOXGUARD_DATABASE_URL": box.engine.url.render_as_string(False)}
+    if args != ["--help"]:
+        args = [*args, "--table-prefix", box.table_prefix]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head -0`: the reader is gone before the first write
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "inboxguard", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr
+    assert "BrokenPipeError" not in done.stderr
+    assert done.returncode in (0, 141)  # argparse's --help swallows the error itself

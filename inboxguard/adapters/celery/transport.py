@@ -6,10 +6,22 @@ the worker's ``task.request.id`` all name the business command) and the
 row's ``destination`` is the task name; routing follows the app's
 ``task_routes`` unless ``queue`` is given.
 
-For a receipt that means "the broker has it", enable publisher confirms on
-RabbitMQ (``broker_transport_options={"confirm_publish": True}``); Celery
-retries a failed publish per ``task_publish_retry_policy`` and then raises,
-which leaves the row undelivered for a later attempt.
+On RabbitMQ the transport needs publisher confirms
+(``broker_transport_options={"confirm_publish": True}``; an app without them
+is refused), so a receipt means "the broker has it". Celery retries a failed
+publish per ``task_publish_retry_policy`` and then raises, which leaves the
+row undelivered for a later attempt.
+
+What the transport can and cannot see:
+
+- Routing: Celery declares the queue it routes a task to before publishing
+  (``task_create_missing_queues``, on by default), on RabbitMQ and on Redis,
+  so a publish always reaches a queue; with a routing setup that does not
+  declare, a message RabbitMQ cannot route is dropped without a return,
+  because Celery's producer registers no return handler.
+- Task names: a ``destination`` that no worker registers still reaches the
+  queue; the worker then discards it as an unregistered task. Neither broker
+  can tell the producer, so check task names where rows are added.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from typing import Any
 from celery import Celery
 
 from inboxguard.adapters._transport import split_payload
+from inboxguard.errors import ConfigurationError
 from inboxguard.outbox import OutboxMessage
 
 __all__ = ["CeleryTransport"]
@@ -33,11 +46,16 @@ class CeleryTransport:
         queue: send every task to this queue instead of the app's routing.
         options: extra ``send_task`` keyword arguments (``priority``,
             ``expires``...); ``task_id`` and ``headers`` are set here.
+
+    Raises:
+        ConfigurationError: the app's broker is RabbitMQ and publisher
+            confirms are off.
     """
 
     def __init__(
         self, app: Celery, *, queue: str | None = None, options: Mapping[str, Any] | None = None
     ) -> None:
+        _require_confirms(app)
         self.app = app
         self.queue = queue
         self.options = dict(options or {})
@@ -57,3 +75,16 @@ class CeleryTransport:
             **options,
         )
         return {"task_id": result.id, "task": message.destination}
+
+
+def _require_confirms(app: Celery) -> None:
+    with app.connection_for_write() as conn:
+        amqp = conn.transport.driver_type == "amqp"
+    options = app.conf.broker_transport_options or {}
+    if amqp and not options.get("confirm_publish"):
+        msg = (
+            "CeleryTransport needs publisher confirms on RabbitMQ, or a task the broker"
+            " never took would be recorded as delivered: set"
+            ' app.conf.broker_transport_options = {"confirm_publish": True}'
+        )
+        raise ConfigurationError(msg)

@@ -7,9 +7,24 @@ headers (``inbox_headers``). ``destination`` is the actor name; the queue is
 the declared actor's, or ``queue_name`` when the actor lives only in the
 consumer's code.
 
-For a receipt that means "the broker has it", use
-``RabbitmqBroker(confirm_delivery=True)``; the Redis broker's enqueue is one
-acknowledged Lua call.
+On RabbitMQ the transport needs ``RabbitmqBroker(confirm_delivery=True)``
+(a broker without it is refused): each enqueue then waits for the broker's
+confirm, and Dramatiq publishes ``mandatory``, so a message RabbitMQ cannot
+route raises and the row is retried, never recorded as delivered. The Redis
+broker's enqueue is one acknowledged Lua call.
+
+What the transport can and cannot see:
+
+- Queues: on RabbitMQ, Dramatiq declares the queue before it publishes; on
+  Redis nothing is declared or routed: the message is written to the keys of
+  the queue it names. Either way a message always lands in a queue, so a
+  misspelt ``queue_name`` fills a queue nobody consumes, and no broker can
+  tell the producer.
+- Actors: ``destination`` must name an actor declared on the broker in the
+  dispatcher's process, unless ``queue_name`` is given; an undeclared actor
+  without ``queue_name`` fails the send (``ConfigurationError``, retried, then
+  dead). With ``queue_name``, an actor no worker declares reaches the queue
+  and the worker skips it as unknown.
 """
 
 from __future__ import annotations
@@ -33,9 +48,19 @@ class DramatiqTransport:
         broker: the broker to enqueue on.
         queue_name: queue for actors not declared on ``broker`` in this
             process (the default is the declared actor's queue).
+
+    Raises:
+        ConfigurationError: a RabbitMQ broker without ``confirm_delivery``.
     """
 
     def __init__(self, broker: dramatiq.Broker, *, queue_name: str | None = None) -> None:
+        if getattr(broker, "confirm_delivery", None) is False:
+            msg = (
+                "DramatiqTransport needs RabbitmqBroker(confirm_delivery=True): without"
+                " confirms a message the broker never took, or could not route, would be"
+                " recorded as delivered"
+            )
+            raise ConfigurationError(msg)
         self.broker = broker
         self.queue_name = queue_name
 

@@ -71,7 +71,8 @@ class OutboxStatements(ABC):
             t.c.created_at,
             t.c.attempts,
         )
-        self.lookup_digest: Executable = select(t.c.digest).where(
+        #: The stored digest and destination of a command ID.
+        self.lookup_digest: Executable = select(t.c.digest, t.c.destination).where(
             t.c.command_id == bindparam("b_command_id")
         )
         self.due_rows = (
@@ -152,7 +153,8 @@ class OutboxStatements(ABC):
         return conn.execute(self.insert(), values).first() is not None
 
     def lookup_for_compare(self) -> Executable:
-        """The read of a stored digest after an insert found the ID taken."""
+        """The read of a stored digest and destination after an insert found the
+        ID taken."""
         return self.lookup_digest
 
     def notify(self, channel: str) -> Executable:

@@ -1,0 +1,99 @@
+"""The lock that keeps a SQLite database to one dispatcher, keyed on the
+database itself rather than on how its URL is spelled."""
+
+from __future__ import annotations
+
+import os
+import threading
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from sqlalchemy.engine import Engine
+
+from inboxguard.errors import ConfigurationError
+
+__all__ = ["SqliteDispatcherLock", "database_key"]
+
+
+def database_key(engine: Engine) -> tuple[str, str]:
+    """``("file", real path)`` or ``("memory", name)`` of a SQLite engine's database.
+
+    A file is named by its real path (symlinks resolved), also when the URL
+    gives it as a ``file:`` URI with ``uri=true``. A named shared-cache
+    in-memory database (``file:name?mode=memory&cache=shared``) is named by
+    its name; an anonymous one (``sqlite://``, ``:memory:``) is private to
+    its engine, so it is named by the engine.
+    """
+    url = engine.url
+    database = url.database or ""
+    if str(url.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
+        parts = urlsplit(database)
+        query = parse_qs(parts.query) | {k: [str(v)] for k, v in url.query.items()}
+        path = unquote(parts.path)
+        if query.get("mode") == ["memory"] or path in ("", ":memory:"):
+            return ("memory", path or f"engine-{id(engine)}")
+        database = path
+    if database in ("", ":memory:"):
+        return ("memory", f"engine-{id(engine)}")
+    return ("file", os.path.realpath(database))
+
+
+class SqliteDispatcherLock:
+    """An advisory lock that admits one dispatcher per SQLite database.
+
+    A file database is locked with ``flock`` on ``<real path>.dispatcher.lock``,
+    which also excludes dispatchers in other processes; an in-memory database
+    is locked within this process.
+    """
+
+    _memory: set[str] = set()  # noqa: RUF012 - deliberately process-wide
+    _guard = threading.Lock()
+
+    def __init__(self, engine: Engine) -> None:
+        self.kind, self.database = database_key(engine)
+        self._fd: int | None = None
+        self._held = False
+
+    def acquire(self) -> None:
+        """Take the lock or fail.
+
+        Raises:
+            ConfigurationError: another dispatcher holds it.
+        """
+        if self._held:
+            return
+        if self.kind == "memory":
+            with self._guard:
+                if self.database in self._memory:
+                    raise self._busy()
+                self._memory.add(self.database)
+        else:
+            import fcntl  # noqa: PLC0415 - POSIX only, and only for SQLite
+
+            fd = os.open(f"{self.database}.dispatcher.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise self._busy() from None
+            self._fd = fd
+        self._held = True
+
+    def release(self) -> None:
+        """Give the lock back (idempotent)."""
+        if not self._held:
+            return
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+        else:
+            with self._guard:
+                self._memory.discard(self.database)
+        self._held = False
+
+    def _busy(self) -> ConfigurationError:
+        msg = (
+            f"another outbox dispatcher is already running on the SQLite database"
+            f" {self.database!r}; SQLite has no FOR UPDATE SKIP LOCKED, so it runs one"
+            " dispatcher: stop the other one, or use PostgreSQL or MariaDB to run several"
+        )
+        return ConfigurationError(msg)
