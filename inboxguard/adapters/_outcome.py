@@ -15,7 +15,14 @@ from typing import Any
 from inboxguard._core.outcome import Disposition, Outcome, classify, out_of_attempts
 from inboxguard.sql.errors import is_retryable
 
-__all__ = ["Disposition", "Outcome", "log_refusal", "out_of_attempts", "outcome_of"]
+__all__ = [
+    "Disposition",
+    "Outcome",
+    "log_refusal",
+    "log_requeued",
+    "out_of_attempts",
+    "outcome_of",
+]
 
 
 def outcome_of(
@@ -23,14 +30,32 @@ def outcome_of(
     *,
     last_attempt: Callable[[], bool] = lambda: False,
     retry_failures: bool = False,
+    transient: tuple[type[BaseException], ...] = (),
 ) -> Outcome:
     """The outcome of a delivery that raised ``error`` (see ``classify``).
 
     A foreign error is a retry when :func:`inboxguard.sql.errors.is_retryable`
-    says so (a busy claim, a transient database error), else a failure.
+    says so (a busy claim, a transient or unreachable database) or when it is
+    one of the framework's own ``transient`` errors (Celery's soft time
+    limit), else a failure.
     """
+
+    def is_transient(exc: BaseException) -> bool:
+        return isinstance(exc, transient) or is_retryable(exc)
+
     return classify(
-        error, is_transient=is_retryable, last_attempt=last_attempt, retry_failures=retry_failures
+        error, is_transient=is_transient, last_attempt=last_attempt, retry_failures=retry_failures
+    )
+
+
+def log_requeued(logger: logging.Logger, error: BaseException, what: str) -> None:
+    """Log, at ERROR, a delivery sent back to the broker because no quarantine
+    record holds it (the write failed): it is neither acked nor dead-lettered."""
+    logger.error(
+        "%s: the quarantine record could not be written or found (%r); the delivery"
+        " goes back to the broker and is neither acked nor dead-lettered",
+        what,
+        error,
     )
 
 

@@ -80,7 +80,7 @@ def test_a_failed_ack_after_commit_is_logged_and_the_redelivery_is_a_duplicate(
     assert paid(box.engine, box.table_prefix, "p1") == [4]
 
 
-def test_a_message_without_a_command_id_is_logged_in_full_and_rejected(
+def test_a_message_without_a_command_id_is_quarantined_logged_and_rejected(
     box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[str] = []
@@ -102,7 +102,12 @@ def test_a_message_without_a_command_id_is_logged_in_full_and_rejected(
     assert "'command_id' key" in caplog.text
     assert "'amount': 4" in caplog.text
     assert seen == []
-    assert box.quarantined() == []
+    # Changed by issue 20: the refusal is held by a quarantine record, filed under
+    # the message (it has no command ID), before the message is rejected.
+    [record] = box.quarantined()
+    assert record.reason == "invalid_command"
+    assert record.command_id.startswith("message:")
+    assert record.details["body"] == {"amount": 4}
 
 
 def test_a_failed_attempt_is_retried_by_a_copy_and_applied_once(box: inboxguard.Inbox) -> None:
