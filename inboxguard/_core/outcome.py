@@ -34,12 +34,15 @@ class Outcome:
 
     @property
     def needs_record(self) -> bool:
-        """A quarantine record must hold the delivery before it is dead-lettered."""
-        return self.disposition is Disposition.REFUSE or self.exhausted
+        """A quarantine record must hold the delivery before it is dead-lettered
+        (and none was found missing yet)."""
+        refused_or_spent = self.disposition is Disposition.REFUSE or self.exhausted
+        return refused_or_spent and not self.unrecorded
 
     def recorded(self, written: bool) -> Outcome:
-        """This outcome once the quarantine write said ``written``."""
-        return replace(self, unrecorded=self.needs_record and not written)
+        """This outcome once the quarantine write said ``written`` (an outcome
+        already unrecorded stays so)."""
+        return replace(self, unrecorded=self.unrecorded or (self.needs_record and not written))
 
     @property
     def requeued(self) -> bool:

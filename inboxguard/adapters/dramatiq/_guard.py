@@ -38,6 +38,7 @@ from inboxguard.errors import (
 from inboxguard.inbox import Inbox
 
 __all__ = [
+    "DUE_OPTION",
     "NEVER_RETRIED",
     "GuardCore",
     "GuardedFn",
@@ -56,6 +57,9 @@ NEVER_RETRIED: tuple[type[Exception], ...] = (
     InvalidCommandError,
     PayloadEncodingError,
 )
+#: Message option holding when a delayed message was due (epoch milliseconds):
+#: Dramatiq drops ``eta`` when it moves the message to the work queue.
+DUE_OPTION = "inbox_due_at"
 #: The message the current worker thread is processing (set by the middleware).
 current_message: ContextVar[MessageProxy | None] = ContextVar(
     "inboxguard_dramatiq_message", default=None
@@ -303,7 +307,7 @@ def _judged_from(message: MessageProxy | None) -> dt.datetime | None:
     if message is None:
         return None
     sent: dt.datetime = message.message_datetime
-    eta = message.options.get("eta")
+    eta = message.options.get(DUE_OPTION, message.options.get("eta"))
     if not isinstance(eta, int | float) or message.options.get("retries"):
         return sent
     return judged_from(sent, dt.datetime.fromtimestamp(eta / 1000, dt.UTC))

@@ -33,6 +33,7 @@ from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
+    DUE_OPTION,
     NEVER_RETRIED,
     GuardedFn,
     SessionFactory,
@@ -258,6 +259,13 @@ class InboxMiddleware(Middleware):
             self.inbox.require_alignment(window.source, **{window.name: window.length})
 
     # -- the current message, for the guarded function --------------------------------------
+
+    def before_delay_message(self, broker: Broker, message: MessageProxy) -> None:
+        """Remember when a delayed first delivery is due: its age counts from
+        then (Dramatiq drops ``eta`` when the message becomes due)."""
+        eta = message.options.get("eta")
+        if isinstance(eta, int | float) and not message.options.get("retries"):
+            message.options[DUE_OPTION] = eta
 
     def before_process_message(self, broker: Broker, message: MessageProxy) -> None:
         """Expose the message (ID, timestamp, options) to the guarded function."""
