@@ -16,7 +16,6 @@ from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 from inboxguard import Inbox, QuarantineReason
 from inboxguard._core import headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
-from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import (
     Outcome,
@@ -25,6 +24,7 @@ from inboxguard.adapters._outcome import (
     out_of_attempts,
     outcome_of,
 )
+from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
     SHARED_CONSUMER_OPTION,
     check_declared,
@@ -141,7 +141,7 @@ class InboxTask(Task):  # type: ignore[misc]
     def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inbox, factory = self._require_setup()
         request = self.request
-        details = _details(self.name, request, args, kwargs)
+        details = delivery_details(self.name, request, args, kwargs)
         command_id: str | None = None
         try:
             command_id = self._command_id(args, kwargs)
@@ -226,7 +226,7 @@ class InboxTask(Task):  # type: ignore[misc]
             command_id=command_id,
             payload=payload_of(args, kwargs),
             exclude=tuple(self.inbox_exclude),
-            sent_at=_judged_from(self.request, self.name),
+            sent_at=judged_from_request(self.request, self.name),
             details=details,
         ) as entry:
             if entry.duplicate:
@@ -342,55 +342,3 @@ def _option(task: InboxTask, name: str) -> Any:
     """A task option as given: a function stored on the class must not become a method."""
     value = inspect.getattr_static(task, name, None)
     return value.__func__ if isinstance(value, staticmethod) else value
-
-
-def _judged_from(request: Any, task_name: str) -> dt.datetime | None:
-    """The time the message's age counts from: its first publish, or its
-    ``eta``/``countdown`` when that is later (never a retry's own eta)."""
-    sent = _sent_at(request, task_name)
-    eta = getattr(request, "eta", None)
-    if sent is None or not eta or int(getattr(request, "retries", 0) or 0):
-        return sent
-    try:
-        due = eta if isinstance(eta, dt.datetime) else dt.datetime.fromisoformat(str(eta))
-    except ValueError:
-        return sent
-    return judged_from(sent, due if due.utcoffset() is not None else due.replace(tzinfo=dt.UTC))
-
-
-def _sent_at(request: Any, task_name: str) -> dt.datetime | None:
-    raw = headers.sent_at_of(getattr(request, "headers", None))
-    if raw is None:  # custom headers can also arrive as request attributes
-        raw = headers.sent_at_of(
-            {name: getattr(request, name, None) for name in headers.SENT_AT_SPELLINGS}
-        )
-    if raw is None:
-        return None
-    try:
-        value = dt.datetime.fromisoformat(str(raw))
-    except ValueError:
-        value = None
-    if value is None or value.utcoffset() is None:
-        logger.warning(
-            "task %s: header %s=%r is not an aware ISO-8601 time; message age not checked",
-            task_name,
-            SENT_AT_HEADER,
-            raw,
-        )
-        return None
-    return value
-
-
-def _details(
-    name: str, request: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """What an operator needs to inspect and replay the message."""
-    return {
-        "task": name,
-        "task_id": getattr(request, "id", None),
-        "args": list(args),
-        "kwargs": dict(kwargs),
-        "headers": dict(getattr(request, "headers", None) or {}),
-        "delivery_info": dict(getattr(request, "delivery_info", None) or {}),
-        "retries": getattr(request, "retries", 0),
-    }
