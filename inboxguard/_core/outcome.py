@@ -10,7 +10,7 @@ they decide nothing themselves.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inboxguard.errors import Disposition
 
@@ -23,15 +23,36 @@ class Outcome:
 
     ``exhausted`` is true when the delivery must be retried but has no attempt
     left: the adapter quarantines it as ``retries_exhausted`` and dead-letters it.
+    ``unrecorded`` is true when a refusal or an exhausted delivery has no
+    quarantine record (the write failed): it is not settled, so it goes back
+    to the broker instead of being acked or dead-lettered (:meth:`recorded`).
     """
 
     disposition: Disposition
     exhausted: bool = False
+    unrecorded: bool = False
+
+    @property
+    def needs_record(self) -> bool:
+        """A quarantine record must hold the delivery before it is dead-lettered
+        (and none was found missing yet)."""
+        refused_or_spent = self.disposition is Disposition.REFUSE or self.exhausted
+        return refused_or_spent and not self.unrecorded
+
+    def recorded(self, written: bool) -> Outcome:
+        """This outcome once the quarantine write said ``written`` (an outcome
+        already unrecorded stays so)."""
+        return replace(self, unrecorded=self.unrecorded or (self.needs_record and not written))
+
+    @property
+    def requeued(self) -> bool:
+        """Back to the broker, never acked: its quarantine record is missing."""
+        return self.unrecorded
 
     @property
     def refused(self) -> bool:
-        """Dead-letter now, without a retry."""
-        return self.disposition is Disposition.REFUSE
+        """Dead-letter now, without a retry (its quarantine record is written)."""
+        return self.disposition is Disposition.REFUSE and not self.unrecorded
 
     @property
     def retried(self) -> bool:

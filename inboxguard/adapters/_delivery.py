@@ -7,6 +7,7 @@ Imports no framework. The header names come from :mod:`inboxguard._core.headers`
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +25,8 @@ __all__ = [
     "attempt_of",
     "check_retry_policy",
     "id_getter",
+    "judged_from",
+    "message_key",
     "parse_sent_at",
     "retry_headers",
     "seconds_until_due",
@@ -132,3 +135,25 @@ def parse_sent_at(raw: Any) -> dt.datetime | None:
         )
         raise InvalidCommandError(msg) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def judged_from(sent_at: dt.datetime | None, due_at: dt.datetime | None) -> dt.datetime | None:
+    """The time a delivery's age counts from: the later of its sent time and
+    its due time (a Celery ``eta``/``countdown``, a Dramatiq ``delay``).
+
+    A delayed message was never deliverable before it was due, so waiting for
+    that is not age. Pass no ``due_at`` for a retried copy (its due time is
+    the retry's backoff): a retry keeps ageing from the first sent time.
+    """
+    if sent_at is None or due_at is None:
+        return sent_at
+    return max(sent_at, due_at)
+
+
+def message_key(message_id: object, body: bytes | str) -> str:
+    """What a quarantine record of a delivery without a usable command ID is
+    filed under: its message ID, else a digest of its raw body."""
+    if message_id:
+        return str(message_id)
+    raw = body.encode() if isinstance(body, str) else bytes(body)
+    return "sha256-" + hashlib.sha256(raw).hexdigest()

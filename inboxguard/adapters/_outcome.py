@@ -13,9 +13,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inboxguard._core.outcome import Disposition, Outcome, classify, out_of_attempts
-from inboxguard.sql.errors import is_retryable
+from inboxguard.sql.errors import is_retryable, is_unreachable
 
-__all__ = ["Disposition", "Outcome", "log_refusal", "out_of_attempts", "outcome_of"]
+__all__ = [
+    "Disposition",
+    "Outcome",
+    "log_refusal",
+    "log_requeued",
+    "out_of_attempts",
+    "outcome_of",
+]
 
 
 def outcome_of(
@@ -23,14 +30,41 @@ def outcome_of(
     *,
     last_attempt: Callable[[], bool] = lambda: False,
     retry_failures: bool = False,
+    transient: tuple[type[BaseException], ...] = (),
 ) -> Outcome:
     """The outcome of a delivery that raised ``error`` (see ``classify``).
 
     A foreign error is a retry when :func:`inboxguard.sql.errors.is_retryable`
-    says so (a busy claim, a transient database error), else a failure.
+    says so (a busy claim, a transient or unreachable database) or when it is
+    one of the framework's own ``transient`` errors (Celery's soft time
+    limit), else a failure.
+
+    A delivery whose last attempt failed because the database is unreachable
+    is not quarantined (the write would fail, or race the database's return):
+    it goes back to the broker (``requeued``) and keeps its attempt count, so
+    an outage longer than the retry schedule loses nothing and stops nothing.
     """
-    return classify(
-        error, is_transient=is_retryable, last_attempt=last_attempt, retry_failures=retry_failures
+
+    def is_transient(exc: BaseException) -> bool:
+        return isinstance(exc, transient) or is_retryable(exc)
+
+    outcome = classify(
+        error, is_transient=is_transient, last_attempt=last_attempt, retry_failures=retry_failures
+    )
+    if outcome.exhausted and is_unreachable(error):
+        return outcome.recorded(written=False)
+    return outcome
+
+
+def log_requeued(logger: logging.Logger, error: BaseException, what: str) -> None:
+    """Log, at ERROR, a delivery sent back to the broker because no quarantine
+    record holds it (the write failed): it is neither acked nor dead-lettered."""
+    logger.error(
+        "%s: no quarantine record holds it (the database is unreachable or the write"
+        " failed: %r); the delivery goes back to the broker and is neither acked nor"
+        " dead-lettered",
+        what,
+        error,
     )
 
 

@@ -23,7 +23,14 @@ from inboxguard.adapters._delivery import (
     retry_headers,
     seconds_until_due,
 )
-from inboxguard.adapters._outcome import log_refusal, out_of_attempts, outcome_of
+from inboxguard.adapters._outcome import (
+    Disposition,
+    Outcome,
+    log_refusal,
+    log_requeued,
+    out_of_attempts,
+    outcome_of,
+)
 
 __all__ = ["Attempt", "Redelivery", "Step"]
 
@@ -39,6 +46,10 @@ class Step(enum.Enum):
     RETRY = "retry"
     #: The last attempt failed: quarantine as ``retries_exhausted``, then reject.
     GIVE_UP = "give_up"
+    #: No quarantine record holds a refused or exhausted delivery (the write
+    #: failed): publish a copy with the same attempt number, due after the
+    #: retry delay, then ack the original. Never dropped, never acked alone.
+    REQUEUE = "requeue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,24 +91,38 @@ class Attempt:
         """Headers of the copy published for the next attempt."""
         return retry_headers(self.headers, self.number, self.policy.delay)
 
-    def unusable(self, error: Exception, delivery: Mapping[str, Any] | str) -> None:
-        """Log a delivery with no usable command ID, payload or sent time; the
-        consumer rejects it (:attr:`Step.REJECT`) without running the guard."""
-        log_refusal(self.policy.logger, error, delivery)
+    def requeue_headers(self) -> dict[str, Any]:
+        """Headers of a copy of this same attempt, due after the retry delay."""
+        return retry_headers(self.headers, self.number - 1, self.policy.delay)
 
-    def settle(self, error: Exception | None, command_id: str, delivery: Mapping[str, Any]) -> Step:
-        """The step after the guarded run ended with ``error`` (None: committed).
-
-        ``delivery`` is logged with a refusal the inbox did not quarantine.
-        """
-        if error is None:
-            return Step.ACK
+    def judge(self, error: Exception) -> Outcome:
+        """The outcome of this attempt ending with ``error`` (a handler's
+        exception is retried like a transient one: these consumers have no
+        failure path of their own)."""
         policy = self.policy
-        outcome = outcome_of(
+        return outcome_of(
             error,
             last_attempt=lambda: out_of_attempts(self.number, policy.max_attempts),
             retry_failures=True,
         )
+
+    @staticmethod
+    def unusable() -> Outcome:
+        """The outcome of a delivery with no usable command ID, payload or sent
+        time: refused (once its quarantine record is written)."""
+        return Outcome(Disposition.REFUSE)
+
+    def settle(self, outcome: Outcome, error: Exception, command_id: str, delivery: Any) -> Step:
+        """The step after an attempt that ended with ``error``.
+
+        ``outcome`` has been through ``Outcome.recorded`` when it needed a
+        quarantine record; ``delivery`` is logged with a refusal the inbox did
+        not quarantine.
+        """
+        policy = self.policy
+        if outcome.requeued:
+            log_requeued(policy.logger, error, f"delivery of {command_id}")
+            return Step.REQUEUE
         if outcome.refused:
             log_refusal(policy.logger, error, delivery)
             return Step.REJECT

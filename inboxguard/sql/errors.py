@@ -3,8 +3,10 @@
 Lock timeouts, deadlocks and serialization failures mean "another transaction
 got there first or is still working": retry later. Connection losses mean the
 outcome of the transaction is unknown, which the inbox makes safe to retry
-(the redelivery finds the evidence or does not). A missing table (or tenant
-schema) is a setup mistake: :func:`schema_required` turns it into a
+(the redelivery finds the evidence or does not). A database that cannot be
+reached at all (refused, too many connections, shutting down, an exhausted
+connection pool) has done nothing yet: retry later as well. A missing table
+(or tenant schema) is a setup mistake: :func:`schema_required` turns it into a
 :class:`~inboxguard.errors.ConfigurationError` that says how to create it.
 """
 
@@ -15,7 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from inboxguard.errors import ConfigurationError
 
@@ -27,6 +30,7 @@ __all__ = [
     "is_busy",
     "is_missing_table",
     "is_retryable",
+    "is_unreachable",
     "schema_required",
 ]
 
@@ -42,6 +46,12 @@ _PG_MISSING = frozenset({"42P01", "3F000"})
 _MYSQL_MISSING = frozenset({1146, 1049})
 #: SQLite's messages for a missing table or attached database.
 _SQLITE_MISSING = ("no such table", "unknown database")
+#: PostgreSQL: too_many_connections, admin/crash shutdown, cannot_connect_now
+#: (class 08, connection exceptions, is matched by its prefix).
+_PG_UNREACHABLE = frozenset({"53300", "57P01", "57P02", "57P03"})
+#: MariaDB/MySQL: too many connections, max_user_connections, server shutdown,
+#: cannot connect (socket, TCP), server gone away, lost connection.
+_MYSQL_UNREACHABLE = frozenset({1040, 1203, 1053, 2002, 2003, 2006, 2013})
 
 
 def is_busy(error: BaseException) -> bool:
@@ -56,10 +66,32 @@ def is_busy(error: BaseException) -> bool:
             return errcode & 0xFF in _SQLITE_BUSY
         return "locked" in str(orig) or "busy" in str(orig)
     if "mysql" in module.lower():  # PyMySQL, mysqlclient, aiomysql: the errno decides
-        args: tuple[object, ...] = getattr(orig, "args", ())
-        return bool(args) and args[0] in _MYSQL_BUSY
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    return code in _PG_BUSY
+        return _mysql_errno(orig) in _MYSQL_BUSY
+    return _pg_code(orig) in _PG_BUSY
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """True when the database could not be reached or took no new connection.
+
+    Covers a refused or dropped connection at connect time (SQLAlchemy
+    reports it with ``connection_invalidated`` false, because no pooled
+    connection existed yet), "too many connections", a server shutting down,
+    and an exhausted connection pool (``sqlalchemy.exc.TimeoutError``).
+    """
+    if isinstance(error, PoolTimeoutError):
+        return True
+    if not isinstance(error, DBAPIError):
+        return False
+    orig = error.orig
+    module = type(orig).__module__
+    if isinstance(orig, sqlite3.Error) or "sqlite" in module:
+        return False  # a file: nothing to reach
+    if "mysql" in module.lower():
+        return _mysql_errno(orig) in _MYSQL_UNREACHABLE
+    code = _pg_code(orig)
+    if code is None:  # psycopg/psycopg2/asyncpg report a failed connect without SQLSTATE
+        return isinstance(error, OperationalError) or isinstance(orig, OSError)
+    return code in _PG_UNREACHABLE or str(code).startswith("08")
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -67,14 +99,15 @@ def is_retryable(error: BaseException) -> bool:
 
     Covers inboxguard's retryable errors (``InProgressError``,
     ``EffectOutcomeUnknownError``), lock timeouts, deadlocks, serialization
-    failures and lost connections (the commit's outcome is then unknown, and
-    the inbox turns a redelivery of a committed command into a duplicate).
+    failures, lost connections (the commit's outcome is then unknown, and
+    the inbox turns a redelivery of a committed command into a duplicate)
+    and an unreachable database (:func:`is_unreachable`).
     """
     if getattr(error, "retryable", False) is True:
         return True
-    if isinstance(error, DBAPIError):
-        return is_busy(error) or bool(error.connection_invalidated)
-    return False
+    if isinstance(error, DBAPIError) and (is_busy(error) or error.connection_invalidated):
+        return True
+    return is_unreachable(error)
 
 
 def is_missing_table(error: BaseException) -> bool:
@@ -141,3 +174,13 @@ def _first_line(error: DBAPIError) -> str:
     """The database's own words, without the SQL statement and parameters."""
     lines = str(error.orig).strip().splitlines()
     return lines[0] if lines else type(error.orig).__name__
+
+
+def _pg_code(orig: object) -> str | None:
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return None if code is None else str(code)
+
+
+def _mysql_errno(orig: object) -> object:
+    args: tuple[object, ...] = getattr(orig, "args", ())
+    return args[0] if args else None

@@ -16,6 +16,10 @@ handler exception                     ``x-inbox-retry-at`` time is published, th
                                       blocking the loop) until that time; at
                                       ``max_attempts`` quarantined as
                                       ``retries_exhausted`` and rejected
+no usable body, command ID or time    quarantined under the message ID, rejected
+quarantine record not written         a copy of the same attempt, due after
+                                      ``retry_delay``, is published, then the
+                                      original is acked
 ====================================  ===============================================
 """
 
@@ -33,6 +37,7 @@ from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from inboxguard import Inbox, QuarantineReason
+from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
@@ -40,8 +45,11 @@ from inboxguard.adapters._delivery import (
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
     id_getter,
+    message_key,
     sent_at_from,
 )
+from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal_async
+from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
@@ -71,6 +79,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
     decode: Callable[[bytes], Any] = json.loads,
+    shared_consumer: bool = False,
 ) -> Callback:
     """Return an aio-pika callback awaiting ``handler(body, message)`` once per command.
 
@@ -79,37 +88,51 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     :func:`inboxguard.current_session`. ``command_id`` is a callable over the
     body or a key of it. Retried copies are published to ``exchange`` (for
     example ``channel.default_exchange``) with the delivery's routing key.
+    ``shared_consumer=True`` lets two handlers (both setting it) use one
+    consumer name on purpose.
 
     Raises:
-        ConfigurationError: an argument cannot keep the guarantees.
+        ConfigurationError: an argument cannot keep the guarantees, or
+            ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
+    claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
     get_id = id_getter(command_id)
 
     async def callback(message: AbstractIncomingMessage) -> None:
         attempt = policy.receive(message.headers)
         await asyncio.sleep(attempt.wait)
+        key = message_key(message.message_id, message.body)
+        raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}
+        refused = Refused(consumer, None, key, raw, (), raw)
         try:
             body = decode(message.body)
             details = _details(body, message, attempt.number)
-            cid = get_id(body)
+            cid = command_id_of(get_id, body)
             sent_at = sent_at_from(attempt.headers, message.timestamp)
         except Exception as bad:
-            attempt.unusable(bad, f"body={message.body!r} headers={message.headers!r}")
-            await _quietly(message.reject(requeue=False), "reject")
+            outcome = attempt.unusable().recorded(await run.record(bad, refused, None))
+            await _perform(attempt.settle(outcome, bad, key, raw), message, attempt, exchange)
             return
         try:
             await run(body, message, cid, sent_at, details)
         except Exception as error:
-            step = attempt.settle(error, cid, details)
-            if step is Step.GIVE_UP:
-                await run.exhausted(cid, body, error, details)
+            outcome = attempt.judge(error)
+            if outcome.needs_record:
+                delivery = Refused(consumer, cid, key, body, run.exclude, details)
+                outcome = outcome.recorded(await run.record(error, delivery, _reason(outcome)))
+            step = attempt.settle(outcome, error, cid, details)
         else:
             step = Step.ACK
         await _perform(step, message, attempt, exchange)
 
     return callback
+
+
+def _reason(outcome: Outcome) -> str | None:
+    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
 
 
 class _Runner:
@@ -153,20 +176,15 @@ class _Runner:
             if not entry.duplicate:
                 entry.result = await self.handler(body, message)
 
-    async def exhausted(
-        self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]
-    ) -> None:
-        async with self.session_factory() as session:
-            engine = (await session.connection()).engine
-        await self.inbox.quarantine_delivery_async(
-            engine,
-            consumer=self.consumer,
-            command_id=cid,
-            payload=body,
-            reason=QuarantineReason.RETRIES_EXHAUSTED,
-            exclude=self.exclude,
-            details={**details, "last_error": repr(error)},
-        )
+    async def record(self, error: Exception, refused: Refused, reason: str | None) -> bool:
+        """Whether a quarantine record now holds the delivery (written through
+        the session factory's own engine, in a transaction of its own)."""
+        try:
+            async with self.session_factory() as session:
+                engine = (await session.connection()).engine
+        except Exception:
+            return False
+        return await record_refusal_async(self.inbox, engine, error, refused, reason)
 
 
 def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[str, Any]:
@@ -189,9 +207,10 @@ async def _perform(
     """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
     if step is Step.ACK:
         await _quietly(message.ack(), "ack after the commit")
-    elif step is Step.RETRY:
-        await _republish(exchange, message, attempt.next_headers())
-        await _quietly(message.ack(), "ack after publishing the retry copy")
+    elif step in (Step.RETRY, Step.REQUEUE):
+        headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
+        await _republish(exchange, message, headers)
+        await _quietly(message.ack(), "ack after publishing its copy")
     else:
         await _quietly(message.reject(requeue=False), "reject")
 

@@ -6,8 +6,9 @@ the inbox, runs the body, stores its result and commits; only then does the
 worker ack the message (``acks_late``). Importing this module connects two
 signal receivers: ``before_task_publish`` stamps ``x-inbox-sent-at`` on
 every published task (the legacy ``x-inboxguard-sent-at`` is still read), and
-``celeryd_after_setup`` refuses to start a worker whose replay windows outlive
-an inbox's evidence horizon.
+``celeryd_after_setup`` refuses to start a worker whose guarded tasks are
+misdeclared or ack failed deliveries, whose database lacks the inbox tables,
+or whose replay windows outlive an inbox's evidence horizon.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from inboxguard.adapters.celery._startup import (
     REPLAY_WINDOWS_SETTING,
     ReplayWindows,
     check_alignment,
+    check_worker,
     install_receivers,
     replay_windows,
     stamp_sent_at,
@@ -28,6 +30,7 @@ __all__ = [
     "InboxTask",
     "ReplayWindows",
     "check_alignment",
+    "check_worker",
     "inbox_task",
     "install_receivers",
     "replay_windows",

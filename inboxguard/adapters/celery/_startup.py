@@ -14,11 +14,14 @@ from celery import signals
 from inboxguard import ConfigurationError, Inbox, RetentionMisalignedError
 from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
+from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters.celery._options import check_acks, check_declared
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
 __all__ = [
     "ReplayWindows",
     "check_alignment",
+    "check_worker",
     "install_receivers",
     "replay_windows",
     "stamp_sent_at",
@@ -128,13 +131,36 @@ def _warn_short_visibility(item: ReplayWindows) -> None:
         )
 
 
+def check_worker(app: Any) -> None:
+    """Everything a worker checks before it consumes: each guarded task's
+    options and ack settings, the inbox tables, the replay windows.
+
+    Raises:
+        ConfigurationError: a guarded task is misdeclared or acks failed or
+            timed-out deliveries (see ``inbox_accept_ack_on_failure``), or an
+            inbox's tables are missing.
+        RetentionMisalignedError: a replay window outlives the horizon.
+    """
+    inboxes: dict[int, Inbox] = {}
+    for name in sorted(app.tasks):
+        task = app.tasks[name]
+        if isinstance(task, InboxTask):
+            check_declared(task)
+            check_acks(task)
+            if task.inbox is not None:  # check_declared refused a task without one
+                inboxes.setdefault(id(task.inbox), task.inbox)
+    for inbox in inboxes.values():
+        require_tables(inbox)
+    check_alignment(app)
+
+
 def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any) -> None:
     """``celeryd_after_setup`` receiver: stop the worker before it consumes."""
     app = getattr(instance, "app", None)
     if app is None:  # pragma: no cover - Celery always passes the worker
         return
     try:
-        check_alignment(app)
+        check_worker(app)
     except (RetentionMisalignedError, ConfigurationError) as exc:
         logger.critical("inboxguard: refusing to consume: %s", exc)
         # SystemExit passes through Celery's signal dispatch (which swallows

@@ -11,12 +11,25 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from celery import Task, shared_task
-from celery.exceptions import Ignore, Reject, Retry
+from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
 from inboxguard import Inbox, QuarantineReason
 from inboxguard._core import headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
-from inboxguard.adapters._outcome import log_refusal, out_of_attempts, outcome_of
+from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
+from inboxguard.adapters._outcome import (
+    Outcome,
+    log_refusal,
+    log_requeued,
+    out_of_attempts,
+    outcome_of,
+)
+from inboxguard.adapters.celery._message import delivery_details, judged_from_request
+from inboxguard.adapters.celery._options import (
+    SHARED_CONSUMER_OPTION,
+    check_declared,
+    task_function,
+)
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["SENT_AT_HEADER", "InboxTask", "inbox_task"]
@@ -40,7 +53,16 @@ class InboxTask(Task):  # type: ignore[misc]
     stored result without running the body; a payload mismatch or a message
     older than the evidence horizon is quarantined and rejected without
     requeue (never retried); a busy claim or a transient database error is
-    retried with jittered backoff, never acked and dropped.
+    retried with jittered backoff, never acked and dropped; so is a soft time
+    limit. A delivery is acked only once its command was applied, found to be
+    a duplicate, or held by a quarantine record: when that record cannot be
+    written, the delivery goes back to the broker. Celery's own failure and
+    time-limit paths requeue or dead-letter instead of acking
+    (``acks_on_failure_or_timeout=False``).
+
+    Every guarded task is checked when it is declared and again at worker
+    start: misspelled ``inbox_*`` options, a command ID naming no argument and
+    a consumer name taken by another task raise ``ConfigurationError``.
 
     Configure it with task options (``@app.task(base=InboxTask, inbox=...,
     inbox_session_factory=..., inbox_command_id=...)``) or use
@@ -53,6 +75,13 @@ class InboxTask(Task):  # type: ignore[misc]
     #: A killed child's message goes back to the queue: the inbox makes the
     #: redelivery a duplicate when the first attempt committed.
     reject_on_worker_lost = True
+    #: A failed or timed-out delivery is never acked: a hard time limit
+    #: requeues it, a failure dead-letters it (task-level, so the rest of the
+    #: application keeps its own setting). Celery 5.5+ reads the two split
+    #: settings below; older versions the combined one.
+    acks_on_failure_or_timeout = False
+    acks_on_failure = False
+    acks_on_timeout = False
     #: The inbox the claims are recorded in.
     inbox: Inbox | None = None
     #: Zero-argument callable returning a new SQLAlchemy ``Session``.
@@ -70,7 +99,18 @@ class InboxTask(Task):  # type: ignore[misc]
     inbox_retry_base: float = DEFAULT_RETRY_BASE
     #: Cap of one backoff step, in seconds (Celery's own name and default).
     retry_backoff_max: int = 600
+    #: Accept that Celery acks failed or timed-out deliveries (loses them):
+    #: without it the worker refuses a task that turns those acks back on.
+    inbox_accept_ack_on_failure: bool = False
+    #: This task shares its consumer name with another task on purpose (both set it).
+    inbox_shared_consumer: bool = False
     _inbox_getter: Getter | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check a task made from a function (``@app.task(base=InboxTask, ...)``)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_decorated"):
+            check_declared(cls)
 
     @classmethod
     def on_bound(cls, app: Any) -> None:
@@ -101,7 +141,8 @@ class InboxTask(Task):  # type: ignore[misc]
     def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inbox, factory = self._require_setup()
         request = self.request
-        details = _details(self.name, request, args, kwargs)
+        details = delivery_details(self.name, request, args, kwargs)
+        command_id: str | None = None
         try:
             command_id = self._command_id(args, kwargs)
             session = factory()
@@ -113,29 +154,58 @@ class InboxTask(Task):  # type: ignore[misc]
         except Exception as exc:
             # A plain function call (no worker, no apply()) gets the errors themselves.
             if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
-                self._settle(exc, args, kwargs, details)
+                self._settle(exc, command_id, self._payload(args, kwargs), details)
             raise
         return result
 
     def _settle(
         self,
         exc: Exception,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        command_id: str | None,
+        payload: object,
         details: Mapping[str, Any],
     ) -> None:
         """Turn a failed delivery into Reject or Retry; return to let Celery fail it."""
         retries = self.request.retries
-        outcome = outcome_of(exc, last_attempt=lambda: self._out_of_retries(retries))
+        outcome = outcome_of(
+            exc,
+            last_attempt=lambda: self._out_of_retries(retries),
+            transient=(SoftTimeLimitExceeded,),
+        )
+        if outcome.needs_record:
+            outcome = outcome.recorded(self._record(exc, outcome, command_id, payload, details))
+        if outcome.requeued:
+            log_requeued(logger, exc, f"task {self.name} ({self.request.id})")
+            self._retry_later(exc, retries, beyond_limit=True)
         if outcome.refused:
             log_refusal(logger, exc, details)  # unless the guard quarantined it
             raise Reject(_reason(exc), requeue=False) from exc
         if outcome.exhausted:
-            self._quarantine_exhausted(args, kwargs, details)
             msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
             raise Reject(msg, requeue=False) from exc
         if outcome.retried:
             self._retry_later(exc, retries)
+
+    def _record(
+        self,
+        exc: Exception,
+        outcome: Outcome,
+        command_id: str | None,
+        payload: object,
+        details: Mapping[str, Any],
+    ) -> bool:
+        """Whether a quarantine record now holds this refused or exhausted delivery."""
+        inbox, _ = self._require_setup()
+        refused = Refused(
+            consumer=self._consumer(),
+            command_id=command_id,
+            message_id=self.request.id,
+            payload=payload,
+            exclude=tuple(self.inbox_exclude),
+            details=details,
+        )
+        reason = QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+        return record_refusal(inbox, exc, refused, reason)
 
     def _out_of_retries(self, retries: int) -> bool:
         limit = None if self.max_retries is None else self.max_retries + 1
@@ -154,9 +224,9 @@ class InboxTask(Task):  # type: ignore[misc]
             session,
             consumer=self._consumer(),
             command_id=command_id,
-            payload=payload_of(args, kwargs, self._user_fn()),
+            payload=self._payload(args, kwargs),
             exclude=tuple(self.inbox_exclude),
-            sent_at=_sent_at(self.request, self.name),
+            sent_at=judged_from_request(self.request, self.name),
             details=details,
         ) as entry:
             if entry.duplicate:
@@ -165,29 +235,18 @@ class InboxTask(Task):  # type: ignore[misc]
             entry.result = self.run(*args, **kwargs)
             return entry.result
 
-    def _retry_later(self, exc: Exception, retries: int) -> None:
+    def _retry_later(self, exc: Exception, retries: int, *, beyond_limit: bool = False) -> None:
+        """Publish the retry copy (then Celery acks this delivery); ``beyond_limit``
+        sends it back even when ``max_retries`` is spent (its record is missing)."""
         cap = max(float(self.retry_backoff_max), self.inbox_retry_base)
         countdown = random.uniform(0, min(cap, self.inbox_retry_base * 2**retries))  # noqa: S311
+        if beyond_limit:
+            countdown = max(countdown, min(cap, self.inbox_retry_base))
         logger.warning(
             "task %s: %s; retrying in %.1fs (retry %d)", self.name, exc, countdown, retries + 1
         )
-        raise self.retry(exc=Exception(_reason(exc)), countdown=countdown)
-
-    def _quarantine_exhausted(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], details: Mapping[str, Any]
-    ) -> None:
-        inbox, _ = self._require_setup()
-        try:
-            inbox.quarantine_delivery(
-                consumer=self._consumer(),
-                command_id=self._command_id(args, kwargs),
-                payload=payload_of(args, kwargs, self._user_fn()),
-                reason=QuarantineReason.RETRIES_EXHAUSTED,
-                exclude=tuple(self.inbox_exclude),
-                details=details,
-            )
-        except Exception:
-            logger.exception("task %s: retries exhausted; could not quarantine", self.name)
+        limit = {"max_retries": retries + 1} if beyond_limit else {}
+        raise self.retry(exc=Exception(_reason(exc)), countdown=countdown, **limit)
 
     # -- configuration -----------------------------------------------------------------
 
@@ -204,20 +263,29 @@ class InboxTask(Task):  # type: ignore[misc]
     def _consumer(self) -> str:
         return self.inbox_consumer or str(self.name)
 
-    def _command_id(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    def _command_id(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        """The command ID (raises InvalidCommandError when it cannot be computed)."""
         getter = self._inbox_getter
         if getter is None:
             spec = _option(self, "inbox_command_id")
             if spec is None:
                 msg = f"task {self.name!r} uses InboxTask without inbox_command_id="
                 raise ConfigurationError(msg)
-            getter = command_id_getter(spec, self._user_fn())
+            fn, skip = self._user_fn()
+            getter = command_id_getter(spec, fn, skip=skip)
             self._inbox_getter = getter
-        return getter(args, kwargs)
+        return command_id_of(getter, args, kwargs)
 
-    def _user_fn(self) -> Callable[..., Any]:
-        # Autoretry replaces ``run`` with a wrapper; the user's function is _orig_run.
-        return getattr(self, "_orig_run", None) or self.run  # type: ignore[no-any-return]
+    def _payload(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        """The call's payload, bound to the user's function (one call, one digest)."""
+        fn, skip = self._user_fn()
+        return payload_of(args, kwargs, fn, skip=skip)
+
+    def _user_fn(self) -> tuple[Callable[..., Any], int]:
+        """The user's function and how many of its leading parameters are not
+        task arguments (see :func:`task_function`)."""
+        fn, skip = task_function(self)
+        return (fn, skip) if fn is not None else (self.run, 0)
 
 
 def inbox_task(
@@ -227,6 +295,7 @@ def inbox_task(
     command_id: CommandIdSpec,
     consumer: str | None = None,
     exclude: Iterable[str] = (),
+    shared_consumer: bool = False,
     **celery_options: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """Return a ``shared_task`` decorator whose task runs once per command.
@@ -237,11 +306,13 @@ def inbox_task(
     does not reopen commands it already processed. Other keyword arguments
     are Celery task options; ``acks_late=True`` and
     ``reject_on_worker_lost=True`` are the defaults. A ``base`` of your own is
-    combined with :class:`InboxTask`.
+    combined with :class:`InboxTask`. ``shared_consumer=True`` lets two tasks
+    (both setting it) use one consumer name on purpose.
 
     Raises:
         ConfigurationError: ``inbox`` is not an Inbox, ``session_factory`` is
-            not callable, or ``command_id`` names no argument of the task.
+            not callable, ``command_id`` names no argument of the task, or
+            the consumer name is another task's.
     """
     if not isinstance(inbox, Inbox):
         msg = f"inbox must be an inboxguard.Inbox, got {type(inbox).__name__}"
@@ -259,6 +330,7 @@ def inbox_task(
         "inbox_command_id": command_id,
         "inbox_consumer": consumer,
         "inbox_exclude": tuple(exclude),
+        SHARED_CONSUMER_OPTION: shared_consumer,
         **celery_options,
     }
 
@@ -280,41 +352,3 @@ def _option(task: InboxTask, name: str) -> Any:
     """A task option as given: a function stored on the class must not become a method."""
     value = inspect.getattr_static(task, name, None)
     return value.__func__ if isinstance(value, staticmethod) else value
-
-
-def _sent_at(request: Any, task_name: str) -> dt.datetime | None:
-    raw = headers.sent_at_of(getattr(request, "headers", None))
-    if raw is None:  # custom headers can also arrive as request attributes
-        raw = headers.sent_at_of(
-            {name: getattr(request, name, None) for name in headers.SENT_AT_SPELLINGS}
-        )
-    if raw is None:
-        return None
-    try:
-        value = dt.datetime.fromisoformat(str(raw))
-    except ValueError:
-        value = None
-    if value is None or value.utcoffset() is None:
-        logger.warning(
-            "task %s: header %s=%r is not an aware ISO-8601 time; message age not checked",
-            task_name,
-            SENT_AT_HEADER,
-            raw,
-        )
-        return None
-    return value
-
-
-def _details(
-    name: str, request: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """What an operator needs to inspect and replay the message."""
-    return {
-        "task": name,
-        "task_id": getattr(request, "id", None),
-        "args": list(args),
-        "kwargs": dict(kwargs),
-        "headers": dict(getattr(request, "headers", None) or {}),
-        "delivery_info": dict(getattr(request, "delivery_info", None) or {}),
-        "retries": getattr(request, "retries", 0),
-    }

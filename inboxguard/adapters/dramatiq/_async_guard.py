@@ -18,7 +18,9 @@ from typing import Any
 from dramatiq.broker import MessageProxy
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-from inboxguard.adapters.dramatiq._guard import GuardCore, log_unwritten
+from inboxguard.adapters._evidence import Refused, record_refusal_async
+from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters.dramatiq._guard import GuardCore
 
 __all__ = ["AsyncGuard", "AsyncSessionFactory", "async_guarded"]
 
@@ -43,12 +45,13 @@ class AsyncGuard(GuardCore):
         try:
             return await self._run(message, args, kwargs)
         except Exception as error:
-            retry, delivery = self.on_failure(error, message, args, kwargs)
-            if retry is None:
+            outcome, retry, refused = self.on_failure(error, message, args, kwargs)
+            if refused is not None:
+                outcome = outcome.recorded(await self._record(error, outcome, refused))
+            raised = self.settle(error, outcome, retry, message)
+            if raised is error:
                 raise
-            if delivery is not None:
-                await self._quarantine_exhausted(delivery)
-            raise retry from error
+            raise raised from error
 
     async def _run(
         self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -72,14 +75,14 @@ class AsyncGuard(GuardCore):
             entry.result = result = await self.fn(*args, **kwargs)
         return result
 
-    async def _quarantine_exhausted(self, delivery: dict[str, Any]) -> None:
-        """Write the record on a connection of its own; a failure is logged
-        and changes nothing (Retries dead-letters the message regardless)."""
+    async def _record(self, error: Exception, outcome: Outcome, refused: Refused) -> bool:
+        """Whether a quarantine record now holds the delivery (written on a
+        connection of its own)."""
         try:
             engine = await self._engine()
-            await self.inbox.quarantine_delivery_async(engine, **delivery)
         except Exception:
-            log_unwritten(self.actor_name)
+            return False
+        return await record_refusal_async(self.inbox, engine, error, refused, self.reason(outcome))
 
     async def _engine(self) -> AsyncEngine:
         async with self.session_factory() as session:

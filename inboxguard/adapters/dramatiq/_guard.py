@@ -26,7 +26,9 @@ from sqlalchemy.orm import Session
 
 from inboxguard import QuarantineReason
 from inboxguard._core.extract import Getter, payload_of
-from inboxguard.adapters._outcome import outcome_of
+from inboxguard.adapters._delivery import judged_from
+from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
+from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
@@ -36,13 +38,13 @@ from inboxguard.errors import (
 from inboxguard.inbox import Inbox
 
 __all__ = [
+    "DUE_OPTION",
     "NEVER_RETRIED",
     "GuardCore",
     "GuardedFn",
     "Inputs",
     "SessionFactory",
     "current_message",
-    "log_unwritten",
 ]
 
 logger = logging.getLogger("inboxguard.dramatiq")
@@ -55,6 +57,9 @@ NEVER_RETRIED: tuple[type[Exception], ...] = (
     InvalidCommandError,
     PayloadEncodingError,
 )
+#: Message option holding when a delayed message was due (epoch milliseconds):
+#: Dramatiq drops ``eta`` when it moves the message to the work queue.
+DUE_OPTION = "inbox_due_at"
 #: The message the current worker thread is processing (set by the middleware).
 current_message: ContextVar[MessageProxy | None] = ContextVar(
     "inboxguard_dramatiq_message", default=None
@@ -115,9 +120,9 @@ class GuardCore:
     ) -> Inputs:
         """The guard's arguments for this call (raises InvalidCommandError)."""
         return Inputs(
-            self.get_id(args, kwargs),
+            command_id_of(self.get_id, args, kwargs),
             payload_of(args, kwargs, self.fn),
-            message.message_datetime if message is not None else None,
+            _judged_from(message),
             self.details(message, args, kwargs),
         )
 
@@ -146,62 +151,76 @@ class GuardCore:
         message: MessageProxy | None,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> tuple[Retry | None, dict[str, Any] | None]:
-        """Map a failed attempt, through the shared outcome policy, to what
-        Dramatiq must do.
+    ) -> tuple[Outcome, Retry, Refused | None]:
+        """Map a failed attempt through the shared outcome policy.
 
-        A refusal is re-raised and listed in ``throws``, so Retries
-        dead-letters it at once; a retry becomes a ``Retry`` with a delay; a
-        failure is re-raised for Dramatiq's usual retry policy.
-
-        Returns:
-            The ``Retry`` to raise from ``error`` (None: re-raise ``error``),
-            and, when that ``Retry`` is the last one, the keyword arguments of
-            :meth:`Inbox.quarantine_delivery` for the ``retries_exhausted``
-            record the caller writes first (Retries dead-letters the message
-            when it sees the ``Retry``; a write failure is logged only).
+        Returns the outcome, the ``Retry`` a retry raises, and, when a
+        quarantine record must hold the delivery before Dramatiq may let it
+        go (a refusal, or the last retry), the delivery to record; the caller
+        records it (:func:`record_refusal`), feeds the answer to
+        ``Outcome.recorded`` and raises :meth:`settle`'s exception. A direct
+        call (no message) records nothing: its caller gets the error.
         """
         retry = Retry(str(error), delay=self._delay())
         outcome = outcome_of(
             error, last_attempt=lambda: message is not None and self._last_attempt(message, retry)
         )
-        if outcome.refused:
-            _throw_on_message(message)
-            return None, None
-        if outcome.failed:
-            return None, None
-        if message is None or not outcome.exhausted:
-            return retry, None
-        return retry, self._exhausted(error, message, args, kwargs)
+        if message is None or not outcome.needs_record:
+            return outcome, retry, None
+        return outcome, retry, self.refused(message, args, kwargs, error)
 
-    def _exhausted(
+    def refused(
         self,
-        error: Exception,
         message: MessageProxy,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> dict[str, Any] | None:
-        """The quarantine record's delivery for a message out of retries."""
+        error: Exception,
+    ) -> Refused:
+        """The delivery as its quarantine record keeps it."""
+        command_id: str | None
         try:
-            details = {**self.details(message, args, kwargs), "last_error": repr(error)}
-            delivery: dict[str, Any] = {
-                "consumer": self.consumer,
-                "command_id": self.get_id(args, kwargs),
-                "payload": payload_of(args, kwargs, self.fn),
-                "reason": QuarantineReason.RETRIES_EXHAUSTED,
-                "exclude": self.exclude,
-                "details": details,
-            }
-        except Exception:
-            log_unwritten(self.actor_name)
-            return None
-        logger.error(
-            "actor %s: giving up on message %s after its last retry: %r",
-            self.actor_name,
-            message.message_id,
-            error,
+            command_id = command_id_of(self.get_id, args, kwargs)
+        except InvalidCommandError:
+            command_id = None
+        return Refused(
+            consumer=self.consumer,
+            command_id=command_id,
+            message_id=message.message_id,
+            payload=payload_of(args, kwargs, self.fn),
+            exclude=self.exclude,
+            details=self.details(message, args, kwargs),
         )
-        return delivery
+
+    @staticmethod
+    def reason(outcome: Outcome) -> str | None:
+        """The quarantine reason the adapter writes (None: the error's own)."""
+        return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+
+    def settle(
+        self, error: Exception, outcome: Outcome, retry: Retry, message: MessageProxy | None
+    ) -> Exception:
+        """The exception this attempt raises: ``error`` for a refusal (listed in
+        ``throws``: dead-lettered) or a failure (Dramatiq's retry policy),
+        ``retry`` otherwise. A delivery no quarantine record holds gets one
+        more attempt, even past ``max_retries``."""
+        if outcome.requeued:
+            log_requeued(logger, error, f"actor {self.actor_name}")
+            if message is not None:
+                _one_more_attempt(message)
+            return retry
+        if outcome.refused:
+            _throw_on_message(message)
+            return error
+        if outcome.failed:
+            return error
+        if outcome.exhausted and message is not None:
+            logger.error(
+                "actor %s: gave up on message %s after its last retry: %r",
+                self.actor_name,
+                message.message_id,
+                error,
+            )
+        return retry
 
     def _last_attempt(self, message: MessageProxy, retry: Retry) -> bool:
         """Whether Retries will dead-letter ``retry`` instead of retrying it
@@ -247,15 +266,14 @@ class GuardedFn(GuardCore):
         try:
             return self._run(message, args, kwargs)
         except Exception as error:
-            retry, delivery = self.on_failure(error, message, args, kwargs)
-            if retry is None:
+            outcome, retry, refused = self.on_failure(error, message, args, kwargs)
+            if refused is not None:
+                written = record_refusal(self.inbox, error, refused, self.reason(outcome))
+                outcome = outcome.recorded(written)
+            raised = self.settle(error, outcome, retry, message)
+            if raised is error:
                 raise
-            if delivery is not None:
-                try:
-                    self.inbox.quarantine_delivery(**delivery)
-                except Exception:  # the message is dead-lettered regardless
-                    log_unwritten(self.actor_name)
-            raise retry from error
+            raise raised from error
 
     def _run(
         self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -280,11 +298,23 @@ class GuardedFn(GuardCore):
         return result
 
 
-def log_unwritten(actor_name: str) -> None:
-    """Log a ``retries_exhausted`` record that could not be written."""
-    logger.exception(
-        "actor %s: retries exhausted; the quarantine record was not written", actor_name
-    )
+def _one_more_attempt(message: MessageProxy) -> None:
+    """Let Retries requeue this message even on its last attempt: it counts
+    the attempts in ``options["retries"]``, so this one is not counted."""
+    done = int(message.options.get("retries", 0))
+    message.options["retries"] = max(0, done - 1)
+
+
+def _judged_from(message: MessageProxy | None) -> dt.datetime | None:
+    """The time the message's age counts from: when it was sent, or when its
+    ``delay`` made it due if that is later (never a retry's own delay)."""
+    if message is None:
+        return None
+    sent: dt.datetime = message.message_datetime
+    eta = message.options.get(DUE_OPTION, message.options.get("eta"))
+    if not isinstance(eta, int | float) or message.options.get("retries"):
+        return sent
+    return judged_from(sent, dt.datetime.fromtimestamp(eta / 1000, dt.UTC))
 
 
 def _throw_on_message(message: MessageProxy | None) -> None:

@@ -29,8 +29,11 @@ from dramatiq.middleware import AsyncIO, MiddlewareError
 from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
+from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
+    DUE_OPTION,
     NEVER_RETRIED,
     GuardedFn,
     SessionFactory,
@@ -49,7 +52,9 @@ __all__ = ["InboxMiddleware"]
 
 logger = logging.getLogger("inboxguard.dramatiq")
 #: The actor options this middleware declares.
-OPTIONS = frozenset({"inbox_command_id", "inbox_consumer", "inbox_exclude"})
+OPTIONS = frozenset(
+    {"inbox_command_id", "inbox_consumer", "inbox_exclude", "inbox_shared_consumer"}
+)
 #: Default wait before a busy command (another transaction holds it) is retried.
 DEFAULT_BUSY_DELAY = dt.timedelta(seconds=1)
 
@@ -83,6 +88,9 @@ class InboxMiddleware(Middleware):
         inbox_consumer: the consumer name evidence is recorded under
             (default: the actor name; set it so a rename keeps the evidence).
         inbox_exclude: payload keys left out of the digest.
+        inbox_shared_consumer: True when this actor shares its consumer name
+            with another actor on purpose (both set it); otherwise a consumer
+            name already used by another guarded actor is refused.
 
     Args:
         inbox: the :class:`inboxguard.Inbox` holding the evidence.
@@ -175,13 +183,16 @@ class InboxMiddleware(Middleware):
             return
         fn = actor.fn
         coroutine_fn = _dramatiq_async_fn(actor)
+        consumer = validate_identity(options.get("inbox_consumer", actor.actor_name), "consumer")
+        shared = bool(options.get("inbox_shared_consumer", False))
+        claim_consumer(
+            self.inbox, consumer, actor.actor_name, shared=shared, option="inbox_shared_consumer"
+        )
         config: dict[str, Any] = {
             "inbox": self.inbox,
             "broker": broker,
             "actor_name": actor.actor_name,
-            "consumer": validate_identity(
-                options.get("inbox_consumer", actor.actor_name), "consumer"
-            ),
+            "consumer": consumer,
             "get_id": command_id_getter(spec, coroutine_fn or fn),
             "exclude": _exclude(actor.actor_name, options.get("inbox_exclude", ())),
             "busy_delay": self.busy_delay,
@@ -210,7 +221,8 @@ class InboxMiddleware(Middleware):
     # -- worker boot ----------------------------------------------------------------------
 
     def before_worker_boot(self, broker: Broker, worker: Worker) -> None:
-        """Refuse to start when a replay window outlives the evidence horizon.
+        """Refuse to start on a database without the inbox tables, or when a
+        replay window outlives the evidence horizon.
 
         Raised as ``MiddlewareError`` subclasses, which ``Worker.start``
         propagates, so the ``dramatiq`` worker process exits instead of
@@ -218,6 +230,8 @@ class InboxMiddleware(Middleware):
         """
         try:
             self.check_alignment(broker)
+            if self.guarded:
+                require_tables(self.inbox)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
             _stop_event_loop_thread()
@@ -245,6 +259,13 @@ class InboxMiddleware(Middleware):
             self.inbox.require_alignment(window.source, **{window.name: window.length})
 
     # -- the current message, for the guarded function --------------------------------------
+
+    def before_delay_message(self, broker: Broker, message: MessageProxy) -> None:
+        """Remember when a delayed first delivery is due: its age counts from
+        then (Dramatiq drops ``eta`` when the message becomes due)."""
+        eta = message.options.get("eta")
+        if isinstance(eta, int | float) and not message.options.get("retries"):
+            message.options[DUE_OPTION] = eta
 
     def before_process_message(self, broker: Broker, message: MessageProxy) -> None:
         """Expose the message (ID, timestamp, options) to the guarded function."""

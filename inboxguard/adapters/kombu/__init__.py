@@ -14,6 +14,10 @@ handler exception                     ``x-inbox-retry-at`` time is published, th
                                       the original is acked; the copy waits until
                                       that time; at ``max_attempts`` quarantined
                                       (``retries_exhausted``) and rejected
+no usable command ID or sent time     quarantined under the message ID, rejected
+quarantine record not written         a copy of the same attempt, due after
+(database down, pool exhausted)       ``retry_delay``, is published, then the
+                                      original is acked; the consumer keeps going
 ====================================  ===============================================
 
 An ack that fails after the commit is logged and harmless: the redelivery is a
@@ -27,6 +31,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kombu.message import Message
@@ -34,6 +39,7 @@ from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
 from inboxguard import Inbox, QuarantineReason
+from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
     DEFAULT_MAX_ATTEMPTS,
@@ -41,8 +47,11 @@ from inboxguard.adapters._delivery import (
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
     id_getter,
+    message_key,
     sent_at_from,
 )
+from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
+from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 
 __all__ = [
@@ -81,6 +90,7 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
     producer: Producer | Callable[[], Producer] | None = None,
+    shared_consumer: bool = False,
 ) -> Callback:
     """Return a kombu callback running ``handler(body, message)`` once per command.
 
@@ -91,36 +101,50 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     ``producer`` (a Producer or a zero-argument callable returning one, such
     as ``lambda: self.producer`` in a ``ConsumerProducerMixin``; default: one
     on the message's own channel) to the exchange and routing key the message
-    came through.
+    came through. ``shared_consumer=True`` lets two handlers (both setting it)
+    use one consumer name on purpose.
 
     Raises:
-        ConfigurationError: an argument cannot keep the guarantees.
+        ConfigurationError: an argument cannot keep the guarantees, or
+            ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
+    claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
 
     def callback(body: Any, message: Message) -> None:
         attempt = policy.receive(message.headers)
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
+        key = message_key((message.properties or {}).get("message_id"), message.body)
+        refused = Refused(consumer, None, key, body, run.exclude, details)
         try:
-            cid = run.command_id(body)
+            cid = command_id_of(run.command_id, body)
             sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
         except Exception as bad:
-            attempt.unusable(bad, details)
-            _reject(message)
+            outcome = attempt.unusable().recorded(record_refusal(inbox, bad, refused))
+            _perform(attempt.settle(outcome, bad, key, details), message, key, attempt, producer)
             return
         try:
             run(body, message, cid, sent_at, details)
         except Exception as error:
-            step = attempt.settle(error, cid, details)
-            if step is Step.GIVE_UP:
-                run.exhausted(cid, body, error, details)
+            outcome = attempt.judge(error)
+            if outcome.needs_record:
+                written = record_refusal(
+                    inbox, error, replace(refused, command_id=cid), _reason(outcome)
+                )
+                outcome = outcome.recorded(written)
+            step = attempt.settle(outcome, error, cid, details)
         else:
             step = Step.ACK
         _perform(step, message, cid, attempt, producer)
 
     return callback
+
+
+def _reason(outcome: Outcome) -> str | None:
+    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
 
 
 class _Runner:
@@ -166,16 +190,6 @@ class _Runner:
             if not entry.duplicate:
                 entry.result = self.handler(body, message)
 
-    def exhausted(self, cid: str, body: Any, error: Exception, details: Mapping[str, Any]) -> None:
-        self.inbox.quarantine_delivery(
-            consumer=self.consumer,
-            command_id=cid,
-            payload=body,
-            reason=QuarantineReason.RETRIES_EXHAUSTED,
-            exclude=self.exclude,
-            details={**details, "last_error": repr(error)},
-        )
-
 
 def _details(body: Any, message: Message, attempt: int) -> dict[str, Any]:
     info = message.delivery_info or {}
@@ -200,9 +214,10 @@ def _perform(
     """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
     if step is Step.ACK:
         _ack(message, cid, "its commit")
-    elif step is Step.RETRY:
-        _republish(_producer_for(producer, message), message, attempt.next_headers())
-        _ack(message, cid, "its retry copy was published")
+    elif step in (Step.RETRY, Step.REQUEUE):
+        headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
+        _republish(_producer_for(producer, message), message, headers)
+        _ack(message, cid, "its copy was published")
     else:
         _reject(message)
 

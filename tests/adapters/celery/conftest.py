@@ -21,7 +21,12 @@ from sqlalchemy.engine import Engine
 
 from integrations.celery import business
 from integrations.celery.producer import Command, publish
-from integrations.celery.settings import Settings, create_app, declare_dead_letter
+from integrations.celery.settings import (
+    Settings,
+    create_app,
+    dead_letter_queue,
+    declare_dead_letter,
+)
 from tests.conftest import AMQP_URL, REDIS_URL, require_service, unique
 
 REPO = Path(__file__).resolve().parents[3]
@@ -43,16 +48,26 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 class Worker:
     """One ``celery -A integrations.celery.app worker`` process group."""
 
-    def __init__(self, settings: Settings, log: Path, *, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log: Path,
+        *,
+        concurrency: int = 2,
+        app: str = "integrations.celery.app",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.log_path = log
         self.concurrency = concurrency
+        self.app = app
+        self.extra_env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *, wait_ready: bool = True) -> Worker:
-        env = {**os.environ, **self.settings.env(), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, **self.settings.env(), **self.extra_env, "PYTHONPATH": str(REPO)}
         cmd = [
-            sys.executable, "-m", "celery", "-A", "integrations.celery.app", "worker",
+            sys.executable, "-m", "celery", "-A", self.app, "worker",
             "-Q", self.settings.queue, "--pool=prefork", "-c", str(self.concurrency),
             "--loglevel=INFO", "-n", f"{unique('w')}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
@@ -111,11 +126,20 @@ class Reference:
     tmp: Path
     workers: list[Worker] = dataclasses.field(default_factory=list)
 
-    def worker(self, *, concurrency: int = 2, start: bool = True, **overrides: Any) -> Worker:
-        """A worker process; ``overrides`` change its settings only (``hang_in_body=...``)."""
+    def worker(
+        self,
+        *,
+        concurrency: int = 2,
+        start: bool = True,
+        app: str = "integrations.celery.app",
+        env: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> Worker:
+        """A worker process of ``app``; ``overrides`` change its settings only
+        (``hang_in_body=...``), ``env`` adds environment variables."""
         log = self.tmp / f"worker{len(self.workers)}.log"
         settings = dataclasses.replace(self.settings, **overrides)
-        worker = Worker(settings, log, concurrency=concurrency)
+        worker = Worker(settings, log, concurrency=concurrency, app=app, env=env)
         self.workers.append(worker)
         return worker.start() if start else worker
 
@@ -151,6 +175,17 @@ class Reference:
                 return int(ok.message_count)
         client = redis.Redis.from_url(self.settings.broker_url)
         return int(client.llen(self.settings.redis_keyprefix + self.settings.queue))
+
+    def dead_letters(self) -> list[Any]:
+        """The argument lists of the messages in the dead-letter queue (RabbitMQ),
+        taken off it."""
+        found = []
+        with Connection(self.settings.broker_url) as conn:
+            dead = dead_letter_queue(self.settings)(conn.default_channel)
+            dead.declare()
+            while (message := dead.get(no_ack=True)) is not None:
+                found.append(message.decode()[0])
+        return found
 
     def redis_unacked(self) -> int:
         """Deliveries kombu's Redis transport holds for redelivery (not yet acked)."""

@@ -80,7 +80,7 @@ def test_a_failed_ack_after_commit_is_logged_and_the_redelivery_is_a_duplicate(
     assert paid(box.engine, box.table_prefix, "p1") == [4]
 
 
-def test_a_message_without_a_command_id_is_logged_in_full_and_rejected(
+def test_a_message_without_a_command_id_is_quarantined_logged_and_rejected(
     box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[str] = []
@@ -102,7 +102,12 @@ def test_a_message_without_a_command_id_is_logged_in_full_and_rejected(
     assert "'command_id' key" in caplog.text
     assert "'amount': 4" in caplog.text
     assert seen == []
-    assert box.quarantined() == []
+    # Changed by issue 20: the refusal is held by a quarantine record, filed under
+    # the message (it has no command ID), before the message is rejected.
+    [record] = box.quarantined()
+    assert record.reason == "invalid_command"
+    assert record.command_id.startswith("message:")
+    assert record.details["body"] == {"amount": 4}
 
 
 def test_a_failed_attempt_is_retried_by_a_copy_and_applied_once(box: inboxguard.Inbox) -> None:
@@ -161,3 +166,32 @@ def test_a_message_older_than_the_horizon_is_refused_under_either_sent_at_spelli
     assert seen == []
     assert [r.reason for r in box.quarantined("payments")] == ["beyond_retention"]
     assert paid(box.engine, box.table_prefix, "old") == []
+
+
+def test_a_refusal_whose_record_cannot_be_written_is_requeued_not_rejected(
+    box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The quarantine table cannot be written: the message without a command ID
+    is not rejected (which would drop it with no record) but republished as the
+    same attempt and acked, logged at ERROR; once the table is back, the copy is
+    quarantined and rejected (issue 20, K8)."""
+    table = box.tables.quarantine.name
+    queue = Queue("pay-unwritable")
+    callback = make_callback(box, [])
+    with Connection("memory://") as conn:
+        Producer(conn).publish({"amount": 4}, routing_key="pay-unwritable", declare=[queue])
+        with box.engine.begin() as db:
+            db.exec_driver_sql(f'ALTER TABLE "{table}" RENAME TO "{table}_away"')
+        with caplog.at_level(logging.ERROR, logger="inboxguard.kombu"):
+            consume_one(conn, queue, callback)
+        assert "goes back to the broker" in caplog.text
+        copy = queue(conn.default_channel).get()
+        assert copy is not None
+        assert copy.headers[ATTEMPT_HEADER] == 1  # the same attempt, not the next one
+        copy.requeue()
+        with box.engine.begin() as db:
+            db.exec_driver_sql(f'ALTER TABLE "{table}_away" RENAME TO "{table}"')
+        consume_one(conn, queue, callback)
+        assert queue(conn.default_channel).get() is None
+    [record] = box.quarantined()
+    assert record.reason == "invalid_command"

@@ -1,0 +1,131 @@
+"""The options of a guarded Celery task, checked at declaration and at worker start."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from inboxguard import Inbox
+from inboxguard._core.extract import command_id_getter
+from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.errors import ConfigurationError
+
+__all__ = [
+    "ACCEPT_ACK_OPTION",
+    "INBOX_OPTIONS",
+    "SHARED_CONSUMER_OPTION",
+    "check_acks",
+    "check_declared",
+    "task_function",
+]
+
+#: Task option accepting that Celery acks a failed or timed-out delivery.
+ACCEPT_ACK_OPTION = "inbox_accept_ack_on_failure"
+#: Task option saying two tasks share one consumer name on purpose.
+SHARED_CONSUMER_OPTION = "inbox_shared_consumer"
+#: Every ``inbox_*`` option a guarded task accepts.
+INBOX_OPTIONS = frozenset(
+    {
+        "inbox_session_factory",
+        "inbox_command_id",
+        "inbox_consumer",
+        "inbox_exclude",
+        "inbox_replay_windows",
+        "inbox_retry_base",
+        ACCEPT_ACK_OPTION,
+        SHARED_CONSUMER_OPTION,
+    }
+)
+_ACK_SETTINGS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")
+
+
+def task_function(task: Any) -> tuple[Any, int]:
+    """The user's function behind a task and how many leading parameters are
+    not task arguments (1 for an unbound ``bind=True`` function).
+
+    Autoretry replaces ``run`` on the task instance and keeps the original as
+    ``_orig_run``, already as called (a function, or a bound method): nothing
+    to skip. On the class, ``run`` is a staticmethod, or with ``bind=True`` a
+    function whose first parameter is the task.
+    """
+    own = getattr(task, "__dict__", {}).get("_orig_run")
+    if own is not None:
+        return own, 0
+    raw = inspect.getattr_static(task, "run", None)
+    if isinstance(raw, staticmethod):
+        return raw.__func__, 0
+    if inspect.ismethod(raw):
+        return raw, 0
+    return raw, 1
+
+
+def check_declared(task: Any) -> None:
+    """Refuse a guarded task whose options cannot work.
+
+    Checked when the task class is made (``@app.task(base=InboxTask, ...)``
+    or :func:`inbox_task`) and again at worker start.
+
+    Raises:
+        ConfigurationError: an ``inbox_*`` option is misspelled, ``inbox`` is
+            not an Inbox, ``inbox_session_factory`` is not callable,
+            ``inbox_command_id`` is missing or names no argument, or the
+            consumer name is another task's.
+    """
+    name = getattr(task, "name", None) or getattr(task, "__name__", "?")
+    klass = task if isinstance(task, type) else type(task)
+    own = {option for base in klass.__mro__ for option in vars(base)}
+    typos = sorted(o for o in own if o.startswith("inbox_") and o not in INBOX_OPTIONS)
+    if typos:
+        msg = (
+            f"task {name!r}: unknown option {', '.join(typos)}; the inbox options are"
+            f" inbox=, {', '.join(sorted(INBOX_OPTIONS))}"
+        )
+        raise ConfigurationError(msg)
+    inbox = getattr(task, "inbox", None)
+    if not isinstance(inbox, Inbox):
+        msg = f"task {name!r} uses InboxTask without inbox=<inboxguard.Inbox>, got {inbox!r}"
+        raise ConfigurationError(msg)
+    factory = _static(task, "inbox_session_factory")
+    if not callable(factory):
+        msg = f"task {name!r}: inbox_session_factory must be a callable returning a Session"
+        raise ConfigurationError(msg)
+    spec = _static(task, "inbox_command_id")
+    if spec is None:
+        msg = f"task {name!r} uses InboxTask without inbox_command_id=<argument name or callable>"
+        raise ConfigurationError(msg)
+    fn, skip = task_function(task)
+    if fn is not None:
+        command_id_getter(spec, fn, skip=skip)
+    consumer = getattr(task, "inbox_consumer", None) or str(name)
+    shared = bool(getattr(task, SHARED_CONSUMER_OPTION, False))
+    claim_consumer(inbox, consumer, str(name), shared=shared, option=SHARED_CONSUMER_OPTION)
+
+
+def check_acks(task: Any) -> None:
+    """Refuse a guarded task on which Celery acks a failed or timed-out delivery.
+
+    ``acks_on_failure_or_timeout`` (and Celery's newer ``acks_on_failure``,
+    ``acks_on_timeout``) true makes Celery ack a delivery whose task hit its
+    time limit or failed, before anything settled it: the command is lost.
+
+    Raises:
+        ConfigurationError: one of them is true and the task does not set
+            ``inbox_accept_ack_on_failure=True``.
+    """
+    if getattr(task, ACCEPT_ACK_OPTION, False):
+        return
+    on = [attr for attr in _ACK_SETTINGS if getattr(task, attr, None) is True]
+    if on:
+        msg = (
+            f"task {task.name!r} sets {', '.join(on)}=True: Celery then acks a delivery"
+            " that hit its time limit or failed, and the command is lost; remove the"
+            f" setting (guarded tasks default to False), or set {ACCEPT_ACK_OPTION}=True"
+            " on the task to accept that loss"
+        )
+        raise ConfigurationError(msg)
+
+
+def _static(task: Any, name: str) -> Any:
+    """A task option as given: a function stored on the class must not become a method."""
+    value = inspect.getattr_static(task, name, None)
+    return value.__func__ if isinstance(value, staticmethod) else value
