@@ -45,8 +45,10 @@ class Recorder:
         """Ask the provider; a failed or malformed lookup leaves the effect unknown."""
         try:
             found = provider.lookup(held.key)
-        except Exception as error:
+        except BaseException as error:
             self.to_unknown(held, "lookup", error)
+            if not isinstance(error, Exception):  # KeyboardInterrupt and the like
+                raise
             msg = f"effect {held.key!r}: the provider lookup failed ({error!r}); retry later"
             raise EffectOutcomeUnknownError(msg, effect_key=held.key, state="unknown") from error
         if found is not None and not isinstance(found, Receipt):

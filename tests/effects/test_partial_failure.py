@@ -116,6 +116,26 @@ def test_l15_a_base_exception_from_send_records_unknown_and_is_reraised(
     assert (gateway.requests(), gateway.charges()) == (1, 1)
 
 
+def test_l15_a_base_exception_from_lookup_leaves_unknown_without_a_lease(
+    ledger: EffectLedger, gateway: SandboxGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway.script = ["accept_then_timeout"]
+    with pytest.raises(EffectOutcomeUnknownError):
+        ledger.execute("k", gateway, PAYLOAD, lease=LEASE)
+
+    def interrupted(key: str) -> Receipt | None:
+        raise GreenletTimeout("interrupted during the lookup")
+
+    monkeypatch.setattr(gateway, "lookup", interrupted)
+    with pytest.raises(GreenletTimeout):
+        ledger.execute("k", gateway, PAYLOAD, lease=LEASE)
+    record = record_of(ledger, "k")
+    assert (record.state, record.lease_owner) == (EffectState.UNKNOWN, None)
+    monkeypatch.undo()
+    assert ledger.execute("k", gateway, PAYLOAD, lease=LEASE).reference == "ch_1"
+    assert gateway.charges() == 1
+
+
 class UnstorableReceipts:
     """The gateway, answering with a reference no database driver accepts."""
 
