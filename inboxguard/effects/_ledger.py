@@ -88,6 +88,7 @@ class EffectLedger:
         check_engine(engine)
         check_table_prefix(table_prefix)
         check_clock(clock)
+        self.tables = effect_tables(table_prefix)  # the prefix's length is named first
         refuse_shared_pool(engine, "the effect ledger")
         if actor is not None and (not isinstance(actor, str) or not actor):
             msg = f"actor must be a non-empty str or None, got {actor!r}"
@@ -95,7 +96,6 @@ class EffectLedger:
         self.engine = engine
         self.table_prefix = table_prefix
         self.clock: Clock = clock or utc_now
-        self.tables = effect_tables(table_prefix)
         self._actor = actor
         self._store = Store(engine, self.tables)
         self._rec = Recorder(self._store, lambda: checked_now(self.clock), lambda: self.actor)
