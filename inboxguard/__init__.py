@@ -47,6 +47,7 @@ from inboxguard.inbox import (
     PurgeReport,
     QuarantineReason,
     QuarantineRecord,
+    QuarantineReplay,
 )
 from inboxguard.outbox import (
     CompactionResult,
@@ -100,6 +101,7 @@ __all__ = [
     "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
+    "QuarantineReplay",
     "Receipt",
     "ReconcileReport",
     "ReconciliationRequiredError",

@@ -3,28 +3,40 @@
     inboxguard quarantine list --db URL [--consumer NAME] [--status open|resolved|all]
     inboxguard quarantine show ID --db URL
     inboxguard quarantine resolve ID --db URL
+    inboxguard quarantine replay ID --db URL --transport module:factory --reason TEXT
+                                   [--by NAME] [--destination NAME]
 
 Output is JSON. ``show`` prints the record with the message details the
-adapter kept (body, headers, properties), enough to replay it by hand.
+adapter kept (body, headers, properties) and the replays recorded so far.
 ``resolve`` marks an open record handled; it changes no evidence, so a
-replay of the same command is judged exactly as before. The exit status is
-0 on success, 1 when no open record has that ID, 2 on bad input.
+replay of the same command is judged exactly as before. ``replay``
+publishes the stored message again, under the same command ID, through an
+outbox transport (``module:name`` of a transport or of a zero-argument
+factory, as ``outbox dispatch --transport`` takes), then records who
+(``--by``, default: the OS user), why (``--reason``), where and the
+transport's receipt, and marks the record resolved. The exit status is 0 on
+success, 1 when no (open) record has that ID or the transport failed
+(nothing is recorded then), 2 on bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
+import getpass
 import json
 import sys
 from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from inboxguard import ConfigurationError, Inbox
 from inboxguard.cli._args import add_database, positive_int
 from inboxguard.cli._inbox import missing_table, open_inbox
+from inboxguard.cli._replay import describe, replay_message
+from inboxguard.cli.outbox import load_transport
 
 __all__ = ["register"]
 
@@ -55,6 +67,23 @@ def register(subparsers: Any) -> None:
     common(res)
     res.add_argument("id", type=positive_int, metavar="ID")
     res.set_defaults(func=_resolve)
+
+    replay = actions.add_parser(
+        "replay", help="publish a refused message again through a transport, and record it"
+    )
+    common(replay)
+    replay.add_argument("id", type=positive_int, metavar="ID")
+    replay.add_argument(
+        "--transport",
+        required=True,
+        help="module:name of an outbox transport, or of a zero-argument factory returning one",
+    )
+    replay.add_argument("--reason", required=True, help="why it is replayed (recorded)")
+    replay.add_argument("--by", default=None, help="who replays it (default: the OS user)")
+    replay.add_argument(
+        "--destination", help="where to publish (default: where the message came from)"
+    )
+    replay.set_defaults(func=_replay)
 
 
 class _UsageError(Exception):
@@ -114,7 +143,10 @@ def _show(args: argparse.Namespace) -> int:
         if found is None:
             print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
             return 1
-        _emit(dataclasses.asdict(found))
+        shown = dataclasses.asdict(found)
+        if inspect(inbox.engine).has_table(inbox.tables.quarantine_replays.name):
+            shown["replays"] = [dataclasses.asdict(r) for r in inbox.quarantine_replays(args.id)]
+        _emit(shown)
         return 0
 
     return _run(args, action)
@@ -133,3 +165,56 @@ def _resolve(args: argparse.Namespace) -> int:
         return 0
 
     return _run(args, action)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    def action(inbox: Inbox, args: argparse.Namespace) -> int:
+        if not args.reason.strip():
+            raise _UsageError("--reason must say why the message is replayed")
+        missing = missing_table(inbox, inbox.tables.quarantine_replays)
+        if missing is not None:
+            raise _UsageError(f"{missing}; with Alembic: alembic upgrade inboxguard@head")
+        record = inbox.quarantine_record(args.id)
+        if record is None:
+            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
+            return 1
+        try:
+            message = replay_message(record, args.destination, dt.datetime.now(dt.UTC))
+            transport = load_transport(args.transport)
+        except ConfigurationError as error:
+            raise _UsageError(str(error)) from error
+        try:
+            receipt = transport(message)
+        except Exception as error:  # the broker did not take it: nothing is recorded
+            print(
+                f"inboxguard quarantine: the transport did not publish record {args.id}"
+                f" ({type(error).__name__}: {error}); nothing was recorded",
+                file=sys.stderr,
+            )
+            return 1
+        finally:
+            _close(transport)
+        replayed = inbox.record_quarantine_replay(
+            record,
+            destination=message.destination,
+            replayed_by=args.by or _os_user(),
+            reason=args.reason,
+            receipt=receipt,
+        )
+        _emit({**describe(message), "replay": dataclasses.asdict(replayed)})
+        return 0
+
+    return _run(args, action)
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in this environment
+        return "unknown"
+
+
+def _close(transport: Any) -> None:
+    close = getattr(transport, "close", None)
+    if callable(close):
+        close()

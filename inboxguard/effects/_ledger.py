@@ -16,6 +16,7 @@ from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import digest_of, earlier_digest
 from inboxguard._core.identity import validate_identity
+from inboxguard.effects._guarded import refuse_inside_sqlite_guard
 from inboxguard.effects._recorder import Recorder
 from inboxguard.effects._records import EffectRecord, ReconcileReport
 from inboxguard.effects._rules import (
@@ -36,7 +37,7 @@ from inboxguard.errors import (
     ProviderRejectedError,
     ReconciliationRequiredError,
 )
-from inboxguard.sql.connection import check_engine
+from inboxguard.sql.connection import check_engine, refuse_shared_pool
 from inboxguard.sql.errors import LEDGER_SCHEMA
 from inboxguard.sql.schema import check_tables
 from inboxguard.sql.tables import effect_tables
@@ -62,12 +63,18 @@ class EffectLedger:
 
     Args:
         engine: the database (PostgreSQL, MariaDB/MySQL or SQLite) holding the
-            ledger's tables; each step commits in a transaction of its own.
+            ledger's tables; each step commits in a transaction of its own,
+            so the engine's pool must hand out connections other than the
+            caller's (not ``SingletonThreadPool`` or ``StaticPool``).
         table_prefix: prefix of the ledger's tables (``<prefix>effects`` and
             ``<prefix>effect_history``).
         clock: zero-argument callable returning an aware datetime (default: UTC
             now); leases and windows are measured with it.
         actor: who is recorded in the history (default: ``host:pid``).
+
+    Raises:
+        ConfigurationError: a bad argument, or an engine whose pool shares one
+            connection (returning it would roll back the caller's transaction).
     """
 
     def __init__(
@@ -81,13 +88,14 @@ class EffectLedger:
         check_engine(engine)
         check_table_prefix(table_prefix)
         check_clock(clock)
+        self.tables = effect_tables(table_prefix)  # the prefix's length is named first
+        refuse_shared_pool(engine, "the effect ledger")
         if actor is not None and (not isinstance(actor, str) or not actor):
             msg = f"actor must be a non-empty str or None, got {actor!r}"
             raise ConfigurationError(msg)
         self.engine = engine
         self.table_prefix = table_prefix
         self.clock: Clock = clock or utc_now
-        self.tables = effect_tables(table_prefix)
         self._actor = actor
         self._store = Store(engine, self.tables)
         self._rec = Recorder(self._store, lambda: checked_now(self.clock), lambda: self.actor)
@@ -170,6 +178,9 @@ class EffectLedger:
             ReconciliationRequiredError: the outcome is unknown, the window for
                 a same-key re-send has passed and no lookup found it; nothing
                 was sent.
+            ConfigurationError: called inside an inbox guard whose transaction
+                holds the write lock of the ledger's SQLite database (call
+                ``execute`` before opening the guarded transaction).
             StaleLeaseError: this call's lease was taken over before it could
                 record the outcome (retryable).
         """
@@ -177,6 +188,7 @@ class EffectLedger:
         contract = contract_of(provider)
         check_lease(lease)
         digest = digest_of(payload, exclude=exclude)
+        refuse_inside_sqlite_guard(self.engine, key)
         owner = f"{self.actor}/{uuid.uuid4().hex[:12]}"
         for _ in range(3):
             now = checked_now(self.clock)
@@ -219,7 +231,9 @@ class EffectLedger:
                 " the same idempotency key while the provider's window is open"
             )
             raise EffectOutcomeUnknownError(msg, effect_key=held.key, state="unknown") from error
-        except Exception as error:
+        except BaseException as error:
+            # Anything else, including KeyboardInterrupt, SystemExit and a
+            # green-thread Timeout: the request may have reached the provider.
             self._rec.to_unknown(held, "send", error)
             raise
         if not isinstance(receipt, Receipt):
@@ -228,7 +242,7 @@ class EffectLedger:
             )
             self._rec.to_unknown(held, "send", bad)
             raise bad
-        self._rec.finish(held, applied=True, receipt=receipt)
+        self._rec.confirm(held, receipt)
         return receipt
 
     def _recover(
@@ -255,8 +269,9 @@ class EffectLedger:
                 self._rec.event("resend", now, "same idempotency key, inside the window"),
             )
             return self._dispatch(resent, provider, payload, lease)
-        self._rec.to_unknown(held, "resend", None, note="idempotency window closed: not re-sent")
         searched = "a lookup found nothing" if contract.supports_lookup else "it has no lookup"
+        closed = f"the idempotency window has closed and {searched}: nothing re-sent"
+        self._rec.to_unknown(held, "takeover", None, note=closed)
         msg = (
             f"effect {held.key!r} may or may not have been applied: the provider's idempotency"
             f" window closed at {window_end.isoformat()} and {searched}, so a re-send could"
@@ -292,8 +307,13 @@ class EffectLedger:
         *,
         lease: dt.timedelta = DEFAULT_LEASE,
     ) -> EffectRecord:
-        """Undo a ``confirmed`` effect: run ``compensator(record)`` under the lease,
-        then record ``compensated`` with the receipt it returns.
+        """Undo an applied effect (``confirmed``, or ``reconciled`` as applied):
+        run ``compensator(record)`` under the lease, then record ``compensated``
+        with the receipt it returns.
+
+        A charge that once timed out and was settled by a lookup or a same-key
+        re-send is ``reconciled``; it is undone exactly like one confirmed at
+        once, so a refund flow need not know which path the charge took.
 
         Idempotent: an already compensated effect is returned as is, without
         calling ``compensator``. The compensator should itself be idempotent
@@ -301,7 +321,8 @@ class EffectLedger:
         crash between its call and the record repeats it.
 
         Raises:
-            InvalidTransitionError: the effect is not ``confirmed``.
+            InvalidTransitionError: the effect is neither ``confirmed`` nor
+                ``reconciled`` as applied.
             EffectOutcomeUnknownError: another worker is compensating it.
         """
         from inboxguard.effects._operations import compensate  # noqa: PLC0415

@@ -10,13 +10,14 @@ from inboxguard.effects._recorder import Recorder
 from inboxguard.effects._records import EffectRecord, ReconcileReport
 from inboxguard.effects._rules import contract_of, provider_name, refuse_if_leased, why_takeover
 from inboxguard.effects._store import receipt_columns
-from inboxguard.effects.provider import Provider, Receipt
+from inboxguard.effects.provider import Provider, ProviderContract, Receipt
 from inboxguard.effects.state import EffectState, check_transition
 from inboxguard.errors import (
     ConfigurationError,
     EffectOutcomeUnknownError,
     InboxGuardError,
     InvalidTransitionError,
+    StaleLeaseError,
 )
 
 __all__ = ["compensate", "reconcile", "resolve"]
@@ -46,34 +47,52 @@ def reconcile(
     )
     for record in candidates:
         report.examined += 1
-        key = record.effect_key
         try:
-            refuse_if_leased(record, now)
-        except EffectOutcomeUnknownError:
-            report.skipped.append(key)
-            continue
-        held = rec.take_over(record, _owner(rec), lease, why_takeover(record))
-        if held is None:
-            report.skipped.append(key)
-            continue
-        try:
-            found = rec.lookup(held, provider) if contract.supports_lookup else None
-        except InboxGuardError as error:  # the lookup failed or answered nonsense
-            report.failed.append((key, str(error)))
-            continue
-        if found is not None:
-            rec.finish(held, applied=True, receipt=found, note="found by lookup (reconcile)")
-            report.reconciled.append(key)
-            continue
-        window_end = contract.window_end(record.first_sent_at)
-        open_window = window_end is None or rec.now() + lease < window_end
-        if contract.supports_lookup:
-            note = "reconcile: lookup found nothing"
-        else:
-            note = "reconcile: the provider has no lookup"
-        rec.to_unknown(held, "reconcile", None, note=note)
-        (report.pending if open_window else report.needs_operator).append(key)
+            _settle(rec, provider, contract, record, now, lease, report)
+        except StaleLeaseError:  # another worker took it over mid-way: it decides
+            report.skipped.append(record.effect_key)
     return report
+
+
+def _settle(
+    rec: Recorder,
+    provider: Provider,
+    contract: ProviderContract,
+    record: EffectRecord,
+    now: dt.datetime,
+    lease: dt.timedelta,
+    report: ReconcileReport,
+) -> None:
+    """Settle one candidate by lookup and file it under its report heading."""
+    key = record.effect_key
+    try:
+        refuse_if_leased(record, now)
+    except EffectOutcomeUnknownError:
+        report.skipped.append(key)
+        return
+    held = rec.take_over(record, _owner(rec), lease, why_takeover(record))
+    if held is None:
+        report.skipped.append(key)
+        return
+    try:
+        found = rec.lookup(held, provider) if contract.supports_lookup else None
+    except StaleLeaseError:
+        raise
+    except InboxGuardError as error:  # the lookup failed or answered nonsense
+        report.failed.append((key, str(error)))
+        return
+    if found is not None:
+        rec.finish(held, applied=True, receipt=found, note="found by lookup (reconcile)")
+        report.reconciled.append(key)
+        return
+    window_end = contract.window_end(record.first_sent_at)
+    open_window = window_end is None or rec.now() + lease < window_end
+    if contract.supports_lookup:
+        note = "reconcile: lookup found nothing"
+    else:
+        note = "reconcile: the provider has no lookup"
+    rec.to_unknown(held, "reconcile", None, note=note)
+    (report.pending if open_window else report.needs_operator).append(key)
 
 
 def compensate(
@@ -83,7 +102,8 @@ def compensate(
     *,
     lease: dt.timedelta,
 ) -> EffectRecord:
-    """Run ``compensator`` on a confirmed effect under its lease; record ``compensated``."""
+    """Run ``compensator`` on an applied effect (``confirmed``, or ``reconciled``
+    as applied) under its lease; record ``compensated``."""
     record = rec.store.read(effect_key, history=True)
     if record is None:
         check_transition(None, EffectState.COMPENSATED, effect_key=effect_key)
@@ -91,6 +111,14 @@ def compensate(
     if record.state is EffectState.COMPENSATED:
         return record
     check_transition(record.state, EffectState.COMPENSATED, effect_key=effect_key)
+    if record.state is EffectState.RECONCILED and not record.applied:
+        msg = (
+            f"effect {effect_key!r} was reconciled as not applied: the provider never"
+            " performed it, so there is nothing to compensate"
+        )
+        raise InvalidTransitionError(
+            msg, from_state=str(record.state), to_state="compensated", effect_key=effect_key
+        )
     refuse_if_leased(record, rec.now())
     held = rec.take_over(record, _owner(rec), lease, "compensation")
     if held is None:

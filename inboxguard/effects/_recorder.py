@@ -19,7 +19,7 @@ from inboxguard.effects.provider import Provider, Receipt
 from inboxguard.effects.state import EffectState, check_transition
 from inboxguard.errors import ConfigurationError, EffectOutcomeUnknownError, StaleLeaseError
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "storable_text"]
 
 logger = logging.getLogger("inboxguard.effects")
 
@@ -45,8 +45,10 @@ class Recorder:
         """Ask the provider; a failed or malformed lookup leaves the effect unknown."""
         try:
             found = provider.lookup(held.key)
-        except Exception as error:
+        except BaseException as error:
             self.to_unknown(held, "lookup", error)
+            if not isinstance(error, Exception):  # KeyboardInterrupt and the like
+                raise
             msg = f"effect {held.key!r}: the provider lookup failed ({error!r}); retry later"
             raise EffectOutcomeUnknownError(msg, effect_key=held.key, state="unknown") from error
         if found is not None and not isinstance(found, Receipt):
@@ -84,6 +86,29 @@ class Recorder:
         }[target]
         return self.write(held, target, values, self.event(name, self.now(), note))
 
+    def confirm(self, held: Held, receipt: Receipt) -> Held:
+        """Record the receipt ``send`` returned; a receipt the database refuses is
+        recorded with its reference made storable and in full in the history note.
+
+        The provider has applied the effect by now: losing that fact to an
+        encoding error would leave it ``prepared`` and invite a re-send.
+        """
+        try:
+            return self.finish(held, applied=True, receipt=receipt)
+        except StaleLeaseError:
+            raise
+        except Exception as error:  # the database refused the receipt's text
+            logger.warning(
+                "effect %s: the receipt could not be stored as given (%r); storing it escaped",
+                held.key,
+                error,
+            )
+            stored = Receipt(storable_text(receipt.reference))
+            note = storable_text(
+                f"receipt not storable as given ({type(error).__name__}): {receipt!r}", limit=None
+            )
+            return self.finish(held, applied=True, receipt=stored, note=note)
+
     def to_unknown(
         self,
         held: Held,
@@ -99,7 +124,8 @@ class Recorder:
         target = EffectState.UNKNOWN
         name = "unknown" if held.state is EffectState.PREPARED else "release"
         text = note or (values.get("last_error") if error is not None else None)
-        logger.warning("effect %s: outcome unknown after %s (%s)", held.key, step, text)
+        still = "still " if held.state is EffectState.UNKNOWN else ""
+        logger.warning("effect %s: outcome %sunknown after %s (%s)", held.key, still, step, text)
         return self.write(held, target, values, self.event(name, self.now(), text))
 
     def write(self, held: Held, target: EffectState, values: dict[str, Any], event: Event) -> Held:
@@ -121,3 +147,10 @@ class Recorder:
     def event(self, name: str, at: dt.datetime, note: str | None = None) -> Event:
         """A history entry by this ledger's actor."""
         return Event(name, self.actor(), at, note)
+
+
+def storable_text(text: str, limit: int | None = 255) -> str:
+    """``text`` with what a database driver refuses escaped: lone surrogates
+    (``\\udXXX``) and NUL characters (``\\x00``); cut at ``limit``."""
+    escaped = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    return escaped if limit is None else escaped[:limit]

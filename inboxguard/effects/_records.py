@@ -70,7 +70,9 @@ class ReconcileReport:
     found, but a retry with the payload may still re-send inside the window.
     ``needs_operator``: no safe automatic path (no lookup, or the window has
     passed and the lookup found nothing). ``skipped``: another worker holds the
-    lease. ``failed``: the lookup itself failed (key, error text).
+    lease, or took it over while this pass looked the effect up (that worker
+    decides; the pass goes on with the next effect). ``failed``: the lookup
+    itself failed (key, error text).
     """
 
     examined: int = 0

@@ -2,12 +2,15 @@
 
 An effect moves along exactly these paths::
 
-    (new) -> prepared -> confirmed -> compensated
-                      -> unknown   -> reconciled
+    (new) -> prepared -> confirmed  -> compensated
+                      -> unknown    -> reconciled -> compensated (if applied)
                       -> rejected
 
-``reconciled`` records whether the provider applied the effect. Every other
-change of state raises :class:`~inboxguard.errors.InvalidTransitionError`.
+``reconciled`` records whether the provider applied the effect; an applied
+one is undone like a confirmed one (an effect that once timed out is still
+a charge that can be refunded), and the ledger refuses to compensate one
+that was not applied. Every other change of state raises
+:class:`~inboxguard.errors.InvalidTransitionError`.
 A lease takeover or a re-send is not a change of state: the ledger records it
 in the history with the same state on both sides.
 """
@@ -30,7 +33,8 @@ class EffectState(enum.StrEnum):
     stored. ``UNKNOWN``: the call ended ambiguously. ``RECONCILED``: an unknown
     effect was settled (by lookup, a same-key re-send or an operator), with
     whether the provider applied it. ``REJECTED``: the provider definitely
-    refused it. ``COMPENSATED``: a confirmed effect was undone.
+    refused it. ``COMPENSATED``: a confirmed (or reconciled and applied)
+    effect was undone.
     """
 
     PREPARED = "prepared"
@@ -49,12 +53,13 @@ TRANSITIONS: Mapping[EffectState | None, frozenset[EffectState]] = {
     ),
     EffectState.UNKNOWN: frozenset({EffectState.RECONCILED}),
     EffectState.CONFIRMED: frozenset({EffectState.COMPENSATED}),
-    EffectState.RECONCILED: frozenset(),
+    EffectState.RECONCILED: frozenset({EffectState.COMPENSATED}),
     EffectState.REJECTED: frozenset(),
     EffectState.COMPENSATED: frozenset(),
 }
 
-#: States no automatic path leaves (``confirmed`` only by compensation).
+#: States no automatic path leaves (``confirmed`` and an applied
+#: ``reconciled`` only by compensation).
 TERMINAL = frozenset({EffectState.RECONCILED, EffectState.REJECTED, EffectState.COMPENSATED})
 
 

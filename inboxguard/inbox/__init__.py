@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from inboxguard.inbox._inbox import Inbox
 from inboxguard.inbox._purge import PurgePlan, PurgeReport
+from inboxguard.inbox._quarantine import QuarantineReplay
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 
 __all__ = [
@@ -15,4 +16,5 @@ __all__ = [
     "PurgeReport",
     "QuarantineReason",
     "QuarantineRecord",
+    "QuarantineReplay",
 ]

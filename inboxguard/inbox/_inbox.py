@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard._core.clock import Clock, utc_now
+from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
@@ -27,7 +27,7 @@ from inboxguard.inbox._handlers import async_handler, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
-from inboxguard.inbox._quarantine import QuarantineStore
+from inboxguard.inbox._quarantine import QuarantineReplay, QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.sql.errors import INBOX_SCHEMA
@@ -102,7 +102,9 @@ class Inbox:
     def create_schema(self) -> None:
         """Create the inbox, quarantine and watermark tables if they do not exist
         (idempotent)."""
-        self.tables.metadata.create_all(self.engine, tables=self._own_tables())
+        self.tables.metadata.create_all(
+            self.engine, tables=[*self._own_tables(), self.tables.quarantine_replays]
+        )
 
     def check_schema(self) -> None:
         """Refuse a database without the inbox, quarantine or watermark table
@@ -116,7 +118,9 @@ class Inbox:
 
     def drop_schema(self) -> None:
         """Drop the inbox, quarantine and watermark tables, with every record in them."""
-        self.tables.metadata.drop_all(self.engine, tables=self._own_tables())
+        self.tables.metadata.drop_all(
+            self.engine, tables=[*self._own_tables(), self.tables.quarantine_replays]
+        )
 
     def _own_tables(self) -> list[Table]:
         return [self.tables.inbox, self.tables.quarantine, self.watermarks]
@@ -286,6 +290,26 @@ class Inbox:
     def resolve_quarantine(self, record_id: int) -> bool:
         """Mark an open quarantine record resolved; False if none is open with that id."""
         return self._quarantine.resolve(record_id)
+
+    def record_quarantine_replay(
+        self,
+        record: QuarantineRecord,
+        *,
+        destination: str,
+        replayed_by: str,
+        reason: str,
+        receipt: Any = None,
+    ) -> QuarantineReplay:
+        """Record that an operator published ``record``'s message again (who,
+        why, where, when, the transport's receipt) and mark the record resolved.
+        The evidence is untouched: the replay is judged like any delivery."""
+        values = {"destination": destination, "replayed_by": replayed_by, "reason": reason}
+        now = {"replayed_at": checked_now(self.clock), "receipt": receipt}
+        return self._quarantine.record_replay(record, {**values, **now})
+
+    def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
+        """The recorded replays of a quarantine record, oldest first."""
+        return self._quarantine.replays(record_id)
 
     # -- evidence and upkeep --------------------------------------------------------------
 

@@ -10,16 +10,42 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.details import encode_details
 from inboxguard.inbox._records import QuarantineRecord
+from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 from inboxguard.sql.tables import InboxTables
 
-__all__ = ["QuarantineStore", "log_not_written", "log_write_failure", "quarantine_values"]
+__all__ = [
+    "QuarantineReplay",
+    "QuarantineStore",
+    "log_not_written",
+    "log_write_failure",
+    "quarantine_values",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineReplay:
+    """One operator replay of a quarantine record: the message was published
+    again to ``destination`` by ``replayed_by`` for ``reason`` at
+    ``replayed_at``; ``receipt`` is what the transport answered."""
+
+    id: int
+    quarantine_id: int
+    consumer: str
+    command_id: str
+    destination: str
+    replayed_by: str
+    reason: str
+    replayed_at: dt.datetime
+    receipt: Any
+
 
 logger = logging.getLogger("inboxguard")
 
@@ -81,6 +107,7 @@ class QuarantineStore:
     def __init__(self, engine: Engine, tables: InboxTables) -> None:
         self._engine = engine
         self._table = tables.quarantine
+        self._replays = tables.quarantine_replays
 
     def records(
         self,
@@ -115,3 +142,39 @@ class QuarantineStore:
         stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
         with self._engine.begin() as conn:
             return bool(conn.execute(stmt).rowcount)
+
+    def record_replay(
+        self, record: QuarantineRecord, values: Mapping[str, Any]
+    ) -> QuarantineReplay:
+        """Append a replay of ``record`` (``destination``, ``replayed_by``,
+        ``reason``, ``replayed_at``, ``receipt``) and mark the record resolved,
+        in one transaction."""
+        replays, q = self._replays, self._table
+        row = {
+            **values,
+            "quarantine_id": record.id,
+            "consumer": record.consumer,
+            "command_id": record.command_id,
+            "receipt": encode_details({"receipt": values.get("receipt")}),
+        }
+        with schema_required(INBOX_SCHEMA), self._engine.begin() as conn:
+            inserted = conn.execute(insert(replays).values(**row)).inserted_primary_key
+            new_id = inserted[0] if inserted is not None else None
+            conn.execute(update(q).where(q.c.id == record.id).values(status="resolved"))
+        return self.replays(record.id, replay_id=None if new_id is None else int(new_id))[-1]
+
+    def replays(self, record_id: int, *, replay_id: int | None = None) -> list[QuarantineReplay]:
+        """The replays of one quarantine record, oldest first."""
+        r = self._replays
+        stmt = select(r).where(r.c.quarantine_id == record_id).order_by(r.c.id)
+        if replay_id is not None:
+            stmt = stmt.where(r.c.id == replay_id)
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [
+            QuarantineReplay(
+                **{k: v for k, v in row.items() if k != "receipt"},
+                receipt=json.loads(row["receipt"])["receipt"] if row["receipt"] else None,
+            )
+            for row in rows
+        ]

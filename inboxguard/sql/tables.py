@@ -1,7 +1,8 @@
 """Every inboxguard table, as SQLAlchemy Core, on one MetaData per table prefix.
 
 - the inbox's tables (:func:`inbox_tables`): ``inbox`` (the evidence),
-  ``quarantine`` (refused messages) and ``watermark`` (one position per key);
+  ``quarantine`` (refused messages), ``quarantine_replays`` (who re-published
+  a refused message, when and why) and ``watermark`` (one position per key);
 - the outbox's table (:func:`outbox_tables`);
 - the effect ledger's tables (:func:`effect_tables`): ``effects`` and its
   append-only ``effect_history``.
@@ -49,12 +50,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class InboxTables:
-    """The inbox tables of one prefix: ``inbox``, ``quarantine`` and ``watermark``."""
+    """The inbox tables of one prefix: ``inbox``, ``quarantine``,
+    ``watermark`` and ``quarantine_replays``."""
 
     metadata: MetaData
     inbox: Table
     quarantine: Table
     watermark: Table
+    quarantine_replays: Table
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,7 @@ def _inbox_tables(prefix: str) -> InboxTables:
         _inbox(metadata, prefix),
         _quarantine(metadata, prefix),
         _watermark(metadata, prefix),
+        _quarantine_replays(metadata, prefix),
     )
 
 
@@ -145,6 +149,25 @@ def _quarantine(metadata: MetaData, prefix: str) -> Table:
             name=f"uq_{prefix}quarantine_identity",
         ),
         Index(f"ix_{prefix}quarantine_status", "status", "last_seen_at"),
+    )
+
+
+def _quarantine_replays(metadata: MetaData, prefix: str) -> Table:
+    """One row per operator replay of a quarantine record, kept as an audit
+    trail (a later refusal of the same message rewrites the record, not this)."""
+    return Table(
+        f"{prefix}quarantine_replays",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("quarantine_id", Integer, nullable=False),
+        Column("consumer", id_type(), nullable=False),
+        Column("command_id", id_type(), nullable=False),
+        Column("destination", id_type(), nullable=False),
+        Column("replayed_by", String(255), nullable=False),
+        Column("reason", long_text(), nullable=False),
+        Column("replayed_at", UtcDateTime(), nullable=False),
+        Column("receipt", long_text(), nullable=True),
+        Index(f"ix_{prefix}quarantine_replays_qid", "quarantine_id", "id"),
     )
 
 

@@ -1,14 +1,19 @@
-"""``inboxguard quarantine list|show|resolve`` on each supported database."""
+"""``inboxguard quarantine list|show|resolve|replay`` on each supported database."""
 
 from __future__ import annotations
 
+import getpass
 import json
+from typing import Any
 
 import pytest
+from kombu import Connection, Queue
 from sqlalchemy.orm import Session
 
 import inboxguard
+from inboxguard.adapters.kombu import ATTEMPT_HEADER, RETRY_AT_HEADER
 from inboxguard.cli import main
+from tests.conftest import AMQP_URL, require_service, unique
 
 
 def _refuse(inbox: inboxguard.Inbox, consumer: str, command_id: str) -> None:
@@ -93,3 +98,94 @@ def test_without_a_database_url_it_says_which_flag(
     monkeypatch.delenv("INBOXGUARD_DB_URL", raising=False)
     assert main(["quarantine", "list", "--db", ""]) == 2
     assert "--db is required" in capsys.readouterr().err
+
+
+# -- replay --------------------------------------------------------------------------------
+
+
+def kombu_transport() -> Any:
+    """The ``--transport`` factory of the replay tests: kombu on RabbitMQ."""
+    from inboxguard.adapters.kombu.transport import KombuTransport
+
+    return KombuTransport(Connection(AMQP_URL))
+
+
+def _exhausted(inbox: inboxguard.Inbox, command_id: str, routing_key: str) -> int:
+    """Quarantine a kombu delivery that used up its attempts; return the record's ID."""
+    body = {"command_id": command_id, "amount": 7}
+    headers = {ATTEMPT_HEADER: 3, RETRY_AT_HEADER: 1.0, "trace": "t-1"}
+    inbox.quarantine_delivery(
+        consumer="billing",
+        command_id=command_id,
+        payload=body,
+        reason=inboxguard.QuarantineReason.RETRIES_EXHAUSTED,
+        details={"body": body, "headers": headers, "routing_key": routing_key},
+    )
+    [record] = [r for r in inbox.quarantined("billing") if r.command_id == command_id]
+    return record.id
+
+
+def test_l19_replay_publishes_the_stored_message_and_records_who_and_why(
+    inbox: inboxguard.Inbox, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_service("rabbitmq")
+    queue = Queue(unique("replayed"), durable=False, auto_delete=False)
+    missing = unique("no-such-queue")
+    record_id = _exhausted(inbox, "c-7", missing)
+    transport = ["--transport", "tests.cli.test_quarantine:kombu_transport"]
+    replay = ["quarantine", "replay", str(record_id), *transport, "--db", db_url]
+    replay += ["--prefix", prefix]
+    with Connection(AMQP_URL) as conn:
+        queue(conn.default_channel).declare()
+        try:
+            # Where it came from no longer exists: not published, nothing recorded.
+            assert main([*replay, "--reason", "retry after the fix"]) == 1
+            assert "nothing was recorded" in capsys.readouterr().err
+            assert inbox.quarantine_replays(record_id) == []
+            assert inbox.quarantine_record(record_id).status == "open"  # type: ignore[union-attr]
+
+            status = main([*replay, "--reason", "retry after the fix", "--destination", queue.name])
+            assert status == 0
+            printed = json.loads(capsys.readouterr().out)
+            assert printed["replay"]["replayed_by"] == getpass.getuser()
+            message = queue(conn.default_channel).get(no_ack=True)
+        finally:
+            queue(conn.default_channel).delete()
+    assert message is not None
+    assert json.loads(message.body) == {"command_id": "c-7", "amount": 7}
+    assert message.properties["message_id"] == "c-7"
+    assert message.headers == {"trace": "t-1", "x-inbox-command-id": "c-7"}
+    [done] = inbox.quarantine_replays(record_id)
+    assert (done.destination, done.reason) == (queue.name, "retry after the fix")
+    assert inbox.quarantine_record(record_id).status == "resolved"  # type: ignore[union-attr]
+    # show lists the replays with the record.
+    assert main(["quarantine", "show", str(record_id), "--db", db_url, "--prefix", prefix]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [r["replayed_by"] for r in shown["replays"]] == [getpass.getuser()]
+
+
+def test_l19_replay_refuses_what_it_cannot_replay(
+    inbox: inboxguard.Inbox, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _refuse(inbox, "billing", "c-1")  # its details keep headers only, no message
+    [record] = inbox.quarantined("billing")
+    no_route = _exhausted(inbox, "c-2", "")
+    base = ["--transport", "tests.cli.test_quarantine:kombu_transport", "--db", db_url]
+    base += ["--prefix", prefix]
+
+    def replay(record_id: int, *extra: str) -> tuple[int, str]:
+        status = main(["quarantine", "replay", str(record_id), *base, *extra])
+        return status, capsys.readouterr().err
+
+    assert replay(999, "--reason", "r") == (1, "inboxguard quarantine: no record with ID 999\n")
+    status, err = replay(record.id, "--reason", "r")
+    assert (status, "keeps no message to replay" in err) == (2, True)
+    status, err = replay(no_route, "--reason", "r")
+    assert (status, "pass --destination" in err) == (2, True)
+    status, err = replay(no_route, "--reason", "  ")
+    assert (status, "--reason must say why" in err) == (2, True)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["quarantine", "replay", str(no_route), *base])
+    assert exit_info.value.code == 2
+    assert "--reason" in capsys.readouterr().err
+    assert inbox.quarantine_replays(no_route) == []

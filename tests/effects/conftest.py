@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from inboxguard import EffectLedger
@@ -16,6 +18,37 @@ from tests.conftest import FakeClock
 LEASE = dt.timedelta(seconds=30)
 #: The sandbox gateway's idempotency window.
 WINDOW = dt.timedelta(hours=24)
+
+
+class Killed(BaseException):
+    """The worker process dies here: nothing after this point runs."""
+
+
+@contextmanager
+def dies_after_charge(gw: SandboxGateway) -> Iterator[None]:
+    """Kill the worker right after ``gw`` charges, as ``kill -9`` would.
+
+    The gateway raises :class:`Killed` once it has applied the charge, and
+    from then until the block ends every statement on its engine (the one the
+    ledger writes to) raises :class:`Killed` too: the dead process records
+    nothing more, so the effect stays ``prepared`` under its lease. (An
+    in-process ``BaseException`` alone would be recorded as ``unknown``.)
+    """
+
+    def dead(*_: object) -> None:
+        raise Killed("the worker is dead: nothing more reaches the database")
+
+    def kill(key: str) -> None:
+        event.listen(gw.engine, "before_cursor_execute", dead)
+        raise Killed(key)
+
+    gw.after_apply = kill
+    try:
+        yield
+    finally:
+        gw.after_apply = None
+        if event.contains(gw.engine, "before_cursor_execute", dead):
+            event.remove(gw.engine, "before_cursor_execute", dead)
 
 
 @pytest.fixture

@@ -25,15 +25,11 @@ from inboxguard import (
 )
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
-from tests.effects.conftest import LEASE, WINDOW
+from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge
 from tests.helpers import wait_until
 
 KEY = "invoice-7/charge"
 PAYLOAD = {"amount": 1500, "currency": "EUR"}
-
-
-class Killed(BaseException):
-    """The worker dies here: nothing after this point runs (no except, no record)."""
 
 
 def record_of(ledger: EffectLedger) -> EffectRecord:
@@ -47,18 +43,13 @@ def receipts(record: EffectRecord) -> int:
     return sum(1 for t in record.history if t.event in {"confirm", "reconcile"})
 
 
-def kill_after_apply(key: str) -> None:
-    raise Killed(key)
-
-
 # -- 1. the worker dies after the provider accepted the call ---------------------------
 
 
 def test_l07_case1_killed_after_accept_retry_looks_up(
     ledger: EffectLedger, gateway: SandboxGateway, clock: FakeClock
 ) -> None:
-    gateway.after_apply = kill_after_apply
-    with pytest.raises(Killed):
+    with pytest.raises(Killed), dies_after_charge(gateway):
         ledger.execute(KEY, gateway, PAYLOAD, lease=LEASE)
     dead = record_of(ledger)
     assert (dead.state, dead.version, dead.lease_owner is not None) == (
@@ -66,7 +57,6 @@ def test_l07_case1_killed_after_accept_retry_looks_up(
         1,
         True,
     )
-    gateway.after_apply = None
     # The redelivery comes before the lease expires: it waits, sending nothing.
     with pytest.raises(EffectOutcomeUnknownError, match="holds its lease") as busy:
         ledger.execute(KEY, gateway, PAYLOAD, lease=LEASE)
@@ -85,10 +75,8 @@ def test_l07_case1_killed_after_accept_retry_looks_up(
 def test_l07_case1_without_lookup_resends_the_same_key_inside_the_window(
     ledger: EffectLedger, blind_gateway: SandboxGateway, clock: FakeClock
 ) -> None:
-    blind_gateway.after_apply = kill_after_apply
-    with pytest.raises(Killed):
+    with pytest.raises(Killed), dies_after_charge(blind_gateway):
         ledger.execute(KEY, blind_gateway, PAYLOAD, lease=LEASE)
-    blind_gateway.after_apply = None
     clock.advance(LEASE)
     receipt = ledger.execute(KEY, blind_gateway, PAYLOAD, lease=LEASE)
     record = record_of(ledger)
@@ -307,9 +295,8 @@ def test_l07_case5_one_effect_one_receipt_through_every_failure(
 
     gw.script = ["accept_then_timeout"]
     attempt()  # the response is lost: unknown
-    gw.after_apply = kill_after_apply
-    attempt()  # without lookup: a same-key re-send, accepted (replayed), then the worker dies
-    gw.after_apply = None
+    with dies_after_charge(gw):
+        attempt()  # without lookup: a same-key re-send, accepted (replayed), then the worker dies
     attempt()  # without lookup: the dead worker's lease still runs
     clock.advance(LEASE)
     gw.after_apply = stall

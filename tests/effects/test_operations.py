@@ -19,18 +19,10 @@ from inboxguard import (
 )
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
-from tests.effects.conftest import LEASE, WINDOW
+from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge
 
 PAYLOAD = {"amount": 100}
 MINUTE = dt.timedelta(minutes=1)
-
-
-class Killed(BaseException):
-    pass
-
-
-def kill(key: str) -> None:
-    raise Killed(key)
 
 
 def state(ledger: EffectLedger, key: str) -> EffectState:
@@ -47,10 +39,8 @@ def seed(ledger: EffectLedger, gw: SandboxGateway) -> None:
         with pytest.raises(EffectOutcomeUnknownError):
             ledger.execute(key, gw, PAYLOAD, lease=LEASE)
     ledger.execute("fine", gw, PAYLOAD, lease=LEASE)
-    gw.after_apply = kill
-    with pytest.raises(Killed):
+    with pytest.raises(Killed), dies_after_charge(gw):
         ledger.execute("dead", gw, PAYLOAD, lease=LEASE)
-    gw.after_apply = None
 
 
 def test_l08_reconcile_settles_by_lookup_and_never_sends(
@@ -119,10 +109,8 @@ def test_l08_reconcile_without_lookup_only_reports(
 def test_l08_reconcile_skips_leased_and_other_providers(
     ledger: EffectLedger, gateway: SandboxGateway, blind_gateway: SandboxGateway, clock: FakeClock
 ) -> None:
-    gateway.after_apply = kill
-    with pytest.raises(Killed):
+    with pytest.raises(Killed), dies_after_charge(gateway):
         ledger.execute("busy", gateway, PAYLOAD, lease=dt.timedelta(hours=1))
-    gateway.after_apply = None
     other = SandboxGateway(blind_gateway.engine, table_prefix="unused_", clock=clock, name="other")
     clock.advance(MINUTE)
     assert ledger.reconcile(other, older_than=MINUTE).examined == 0

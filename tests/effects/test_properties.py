@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Engine
 from inboxguard import EffectLedger, EffectState, InboxGuardError
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
-from tests.effects.conftest import LEASE, WINDOW
+from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge
 
 ATTEMPTS = ["ok", "accept_then_timeout", "timeout", "connection_error", "kill"]
 JUMPS = {"short": LEASE / 3, "lease": LEASE, "window": WINDOW}
@@ -52,10 +53,6 @@ NAMED_RUNS = [
         "attempt:ok advance:window attempt:ok reconcile:",
     )
 ]
-
-
-class Killed(BaseException):
-    pass
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +98,14 @@ def test_l13_no_sequence_of_failures_charges_twice(
                 ledger.reconcile(gw, older_than=dt.timedelta(0), lease=LEASE)
             else:
                 gw.script = ["ok" if arg == "kill" else arg]
-                gw.after_apply = _kill if arg == "kill" else None
+                dies: AbstractContextManager[None] = (
+                    dies_after_charge(gw) if arg == "kill" else nullcontext()
+                )
                 try:
-                    ledger.execute(key, gw, payload, lease=LEASE)
+                    with dies:
+                        ledger.execute(key, gw, payload, lease=LEASE)
                 except (InboxGuardError, Killed):
                     pass
-                finally:
-                    gw.after_apply = None
             record = ledger.get(key)
             assert gw.charges() <= 1
             if record is None:
@@ -121,7 +119,3 @@ def test_l13_no_sequence_of_failures_charges_twice(
     finally:
         gw.drop_schema()
         ledger.drop_schema()
-
-
-def _kill(key: str) -> None:
-    raise Killed(key)

@@ -1,4 +1,4 @@
-"""L1: the state machine allows exactly the seed's paths (pure, no database)."""
+"""L1: the state machine allows exactly the documented paths (pure, no database)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ ALLOWED = {
     (S.UNKNOWN, S.RECONCILED),
     (S.PREPARED, S.REJECTED),
     (S.CONFIRMED, S.COMPENSATED),
+    (S.RECONCILED, S.COMPENSATED),  # L17: an applied reconciled effect is compensable
 }
 PAIRS = list(itertools.product([None, *S], list(S)))
 
@@ -35,7 +36,7 @@ def test_l01_members_are_the_seed_states() -> None:
 
 @pytest.mark.parametrize(("source", "target"), PAIRS, ids=str)
 def test_l01_every_pair_is_allowed_or_raises(source: S | None, target: S) -> None:
-    """All 42 pairs: the six seed paths pass, every other one (self-loops
+    """All 42 pairs: the seven paths pass, every other one (self-loops
     included) raises InvalidTransitionError naming both states."""
     if (source, target) in ALLOWED:
         check_transition(source, target, effect_key="k")
