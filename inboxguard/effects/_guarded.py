@@ -11,13 +11,12 @@ retry for ever. The guard in this context is known (it binds its session to
 
 from __future__ import annotations
 
-import os
-
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from inboxguard._core.context import session_var
 from inboxguard.errors import ConfigurationError
+from inboxguard.sql.dialects.sqlite.database import same_database
 
 __all__ = ["refuse_inside_sqlite_guard"]
 
@@ -25,10 +24,8 @@ __all__ = ["refuse_inside_sqlite_guard"]
 def refuse_inside_sqlite_guard(engine: Engine, effect_key: str) -> None:
     """Raise ConfigurationError when a guard running in this context holds
     the write lock of the SQLite database ``engine`` writes to."""
-    if engine.dialect.name != "sqlite":
-        return
     guard_engine = _engine_of(session_var.get(None))
-    if guard_engine is None or not _same_sqlite_file(guard_engine, engine):
+    if guard_engine is None or not same_database(guard_engine, engine):
         return
     msg = (
         f"effect {effect_key!r}: the effect ledger cannot write to this SQLite database"
@@ -50,14 +47,3 @@ def _engine_of(session: object) -> Engine | None:
     if isinstance(bind, Connection):
         bind = bind.engine
     return bind if isinstance(bind, Engine) else None
-
-
-def _same_sqlite_file(one: Engine, other: Engine) -> bool:
-    if one is other:
-        return True
-    if one.dialect.name != "sqlite":
-        return False
-    paths = [e.url.database or "" for e in (one, other)]
-    if any(p in ("", ":memory:") for p in paths):
-        return False  # two in-memory databases are two databases
-    return os.path.realpath(paths[0]) == os.path.realpath(paths[1])

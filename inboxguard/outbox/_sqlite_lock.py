@@ -5,36 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy.engine import Engine
 
 from inboxguard.errors import ConfigurationError
+from inboxguard.sql.dialects.sqlite.database import database_key
 
-__all__ = ["SqliteDispatcherLock", "database_key"]
-
-
-def database_key(engine: Engine) -> tuple[str, str]:
-    """``("file", real path)`` or ``("memory", name)`` of a SQLite engine's database.
-
-    A file is named by its real path (symlinks resolved), also when the URL
-    gives it as a ``file:`` URI with ``uri=true``. A named shared-cache
-    in-memory database (``file:name?mode=memory&cache=shared``) is named by
-    its name; an anonymous one (``sqlite://``, ``:memory:``) is private to
-    its engine, so it is named by the engine.
-    """
-    url = engine.url
-    database = url.database or ""
-    if str(url.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
-        parts = urlsplit(database)
-        query = parse_qs(parts.query) | {k: [str(v)] for k, v in url.query.items()}
-        path = unquote(parts.path)
-        if query.get("mode") == ["memory"] or path in ("", ":memory:"):
-            return ("memory", path or f"engine-{id(engine)}")
-        database = path
-    if database in ("", ":memory:"):
-        return ("memory", f"engine-{id(engine)}")
-    return ("file", os.path.realpath(database))
+__all__ = ["SqliteDispatcherLock"]
 
 
 class SqliteDispatcherLock:
