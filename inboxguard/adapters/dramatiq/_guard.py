@@ -163,7 +163,9 @@ class GuardCore:
         """
         retry = Retry(str(error), delay=self._delay())
         outcome = outcome_of(
-            error, last_attempt=lambda: message is not None and self._last_attempt(message, retry)
+            error,
+            last_attempt=lambda: message is not None and self._last_attempt(message, retry),
+            failure_path_retries=True,
         )
         if message is None or not outcome.needs_record:
             return outcome, retry, None

@@ -109,9 +109,9 @@ def test_delivery_helpers_parse_headers_and_refuse_bad_input() -> None:
     with pytest.raises(InvalidCommandError, match="x-inbox-sent-at"):
         _delivery.parse_sent_at("yesterday")
     get = _delivery.id_getter("order_id")
-    assert get({"order_id": 7}) == "7"
+    assert get(_delivery.Delivery({"order_id": 7})) == "7"
     with pytest.raises(InvalidCommandError, match="'order_id' key"):
-        get({"other": 1})
+        get(_delivery.Delivery({"other": 1}))
     with pytest.raises(ConfigurationError, match="max_attempts"):
         _delivery.check_retry_policy(0, dt.timedelta(seconds=1))
     with pytest.raises(ConfigurationError, match="retry_delay"):
