@@ -14,11 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from inboxguard.errors import ConfigurationError, InvalidCommandError
+from inboxguard.errors import ConfigurationError, MissingSentTimeError
 
 __all__ = ["MISSING_SENT_AT", "SentTimeCheck"]
 
-#: Quarantine reason of a delivery refused because it has no sent time.
+#: Quarantine reason of a delivery refused because it has no sent time (the
+#: code of :class:`~inboxguard.errors.MissingSentTimeError`).
 MISSING_SENT_AT = "missing_sent_at"
 
 
@@ -55,8 +56,8 @@ class SentTimeCheck:
         """``sent_at`` when there is one; else None after the first warning.
 
         Raises:
-            InvalidCommandError: no sent time, and the consumer requires one
-                (quarantine it as :data:`MISSING_SENT_AT`).
+            MissingSentTimeError: no sent time, and the consumer requires one
+                (a refusal, quarantined as :data:`MISSING_SENT_AT`).
         """
         if sent_at is not None:
             return sent_at
@@ -66,7 +67,7 @@ class SentTimeCheck:
                 f" ({self.option}=True): its age cannot be checked against the evidence;"
                 f" {self.stamp}"
             )
-            raise InvalidCommandError(msg)
+            raise MissingSentTimeError(msg)
         if not self.warned:
             self.warned = True
             self.logger.warning(

@@ -62,7 +62,7 @@ from inboxguard.adapters._delivery import (
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal_async
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
-from inboxguard.adapters._sent_time import MISSING_SENT_AT, SentTimeCheck
+from inboxguard.adapters._sent_time import SentTimeCheck
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -135,18 +135,16 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         key = message_key(message.message_id, message.body)
         raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}
         refused = Refused(consumer, None, key, raw, (), raw)
-        reason = None
         try:
             body = decode(message.body)
             details = _details(body, message, attempt.number)
             whole = Delivery(body, details["headers"], details["properties"])
             cid = command_id_of(get_id, whole)
             sent_at = sent_at_from(attempt.headers, message.timestamp)
-            reason = MISSING_SENT_AT
             refused = Refused(consumer, cid, key, body, run.exclude, details)
             sent_at = sent_time(sent_at)
         except Exception as bad:
-            outcome = attempt.unusable().recorded(await run.record(bad, refused, reason))
+            outcome = attempt.unusable().recorded(await run.record(bad, refused, None))
             await _perform(attempt.settle(outcome, bad, key, raw), message, attempt, exchange)
             return
         try:

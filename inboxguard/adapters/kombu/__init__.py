@@ -67,7 +67,7 @@ from inboxguard.adapters._delivery import (
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
-from inboxguard.adapters._sent_time import MISSING_SENT_AT, SentTimeCheck
+from inboxguard.adapters._sent_time import SentTimeCheck
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -151,15 +151,14 @@ def guarded(  # noqa: PLR0913 - the issue's signature
         details = _details(body, message, attempt.number)
         key = message_key((message.properties or {}).get("message_id"), message.body)
         refused = Refused(consumer, None, key, body, run.exclude, details)
-        reason = None
         try:
             delivery = Delivery(body, details["headers"], details["properties"])
             cid = command_id_of(run.command_id, delivery)
             sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
-            reason, refused = MISSING_SENT_AT, replace(refused, command_id=cid)
+            refused = replace(refused, command_id=cid)
             sent_at = sent_time(sent_at)
         except Exception as bad:
-            written = record_refusal(inbox, bad, refused, reason)
+            written = record_refusal(inbox, bad, refused)
             outcome = attempt.unusable().recorded(written)
             _perform(attempt.settle(outcome, bad, key, details), message, key, attempt, producer)
             return
