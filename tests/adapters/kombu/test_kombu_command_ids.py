@@ -31,8 +31,8 @@ def box(sqlite_url: str, prefix: str) -> Iterator[inboxguard.Inbox]:
 
 
 def deliver(box: inboxguard.Inbox, body: Any, headers: dict[str, Any], **options: Any) -> list[Any]:
-    """Publish one message, consume it through ``guarded``; return the IDs the
-    handler saw (the handler's result is the command ID it ran as)."""
+    """Publish one message, consume it through ``guarded``; return the bodies
+    the handler ran with (empty when the message was refused)."""
     seen: list[Any] = []
     props = options.pop("props", {})
 
