@@ -63,7 +63,8 @@ async def _consume(
 async def _round(url: str, prefix: str, workers: int, tag: str) -> dict[str, float]:
     """One round: modes interleaved in chunks, so drift weighs on each alike."""
     engine = create_async_engine(url, pool_size=workers, max_overflow=0)
-    inbox = Inbox(engine.sync_engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+    sync_url = "postgresql+psycopg://" + url.split("://", 1)[1]  # the Inbox needs a sync driver
+    inbox = Inbox(create_engine(sync_url), retention=dt.timedelta(days=1), table_prefix=prefix)
     try:
         warm = [[f"{tag}-warm{w}-{i}" for i in range(WARMUP)] for w in range(workers)]
         for mode in ("guarded", "bare"):

@@ -12,7 +12,8 @@ table of their own; ``retryable`` is true exactly when the disposition is
     │   ├── UnsupportedDialectError      the engine's database is not supported
     │   └── RetentionMisalignedError     a replay window outlives the evidence
     ├── InvalidCommandError (ValueError) empty, too long or non-printable ID
-    │                                                                     refuse
+    │   │                                                                 refuse
+    │   └── MissingSentTimeError         no sent time, and one is required
     ├── PayloadEncodingError (TypeError) the payload has no canonical encoding
     │                                                                     refuse
     ├── NoActiveGuardError (LookupError) current_session() outside a guard fail
@@ -62,6 +63,7 @@ __all__ = [
     "InboxGuardError",
     "InvalidCommandError",
     "InvalidTransitionError",
+    "MissingSentTimeError",
     "NoActiveGuardError",
     "OutboxPayloadConflictError",
     "PayloadConflictError",
@@ -186,6 +188,16 @@ class InvalidCommandError(InboxGuardError, ValueError):
 
     code = "invalid-command"
     disposition = Disposition.REFUSE
+
+
+class MissingSentTimeError(InvalidCommandError):
+    """A consumer that requires a sent time (``require_sent_at=True``,
+    ``inbox_require_sent_at``) received a message without one: its age cannot
+    be checked against the evidence, so it is refused. Nothing was applied;
+    the adapters quarantine it as ``missing_sent_at`` and dead-letter it.
+    """
+
+    code = "missing-sent-at"
 
 
 class PayloadEncodingError(InboxGuardError, TypeError):

@@ -14,7 +14,14 @@ from dataclasses import dataclass, replace
 
 from inboxguard.errors import Disposition
 
-__all__ = ["Disposition", "Outcome", "classify", "disposition_of", "out_of_attempts"]
+__all__ = [
+    "Disposition",
+    "Outcome",
+    "classify",
+    "declares_disposition",
+    "disposition_of",
+    "out_of_attempts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,23 +88,47 @@ def disposition_of(
     return Disposition.RETRY if is_transient(error) else Disposition.FAIL
 
 
+def declares_disposition(error: BaseException) -> bool:
+    """Whether ``error`` carries its own disposition (an inboxguard error does;
+    a handler's foreign exception does not)."""
+    return isinstance(getattr(type(error), "disposition", None), Disposition)
+
+
 def classify(
     error: BaseException,
     *,
     is_transient: Callable[[BaseException], bool] = lambda _: False,
     last_attempt: Callable[[], bool] = lambda: False,
     retry_failures: bool = False,
+    failure_path_retries: bool = False,
 ) -> Outcome:
     """The outcome of a delivery that raised ``error``.
 
     ``last_attempt`` says whether the framework would deliver the message
-    again (asked only for a retry). ``retry_failures`` is for consumers with
-    no failure path of their own: a :attr:`Disposition.FAIL` is then retried
-    like a :attr:`Disposition.RETRY`, and quarantined when exhausted.
+    again (asked only for a retry).
+
+    A :attr:`Disposition.FAIL` is never retried when the error declares it
+    (an inboxguard error such as ``ReconciliationRequiredError``: retrying
+    cannot fix it, and each futile attempt would touch the evidence again).
+    Where the consumer would retry a failure anyway, that declared failure is
+    a :attr:`Disposition.REFUSE` instead: quarantined under its error code,
+    then dead-lettered. Two kinds of consumer would retry it:
+
+    * ``retry_failures``: consumers with no failure path of their own (kombu,
+      aio-pika) retry a foreign failure (the handler's own exception) like a
+      :attr:`Disposition.RETRY`, and quarantine it when exhausted;
+    * ``failure_path_retries``: consumers whose framework's failure path
+      retries (Dramatiq's Retries middleware) hand it a foreign failure.
+
+    Elsewhere (Celery, whose failure path marks the task failed and does not
+    retry it) a failure of either kind goes to the framework's failure path.
     """
     disposition = disposition_of(error, is_transient=is_transient)
-    if disposition is Disposition.FAIL and retry_failures:
-        disposition = Disposition.RETRY
+    if disposition is Disposition.FAIL:
+        if declares_disposition(error) and (retry_failures or failure_path_retries):
+            return Outcome(Disposition.REFUSE)
+        if retry_failures:
+            disposition = Disposition.RETRY
     if disposition is Disposition.RETRY:
         return Outcome(disposition, exhausted=last_attempt())
     return Outcome(disposition)

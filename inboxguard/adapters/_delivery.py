@@ -1,6 +1,18 @@
 """What the kombu and aio-pika adapters read from a delivery: attempt and
 retry-at headers, command IDs, sent times.
 
+Where the command ID comes from (``command_id=`` of either ``guarded``):
+
+* nothing given: the ``x-inbox-command-id`` header the outbox's dispatcher
+  stamps on each message; a message without it is refused (no usable ID);
+* a string: that key of the decoded body;
+* a callable: called with the decoded body;
+* :func:`from_message` around a callable: called with the whole
+  :class:`Delivery` (body, headers, properties).
+
+An explicit ``command_id=`` wins over the header: the consumer takes its ID
+where its author said, whoever published the message.
+
 Imports no framework. The header names come from :mod:`inboxguard._core.headers`.
 """
 
@@ -10,6 +22,7 @@ import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from inboxguard._core import headers as _headers
@@ -18,12 +31,16 @@ from inboxguard.errors import ConfigurationError, InvalidCommandError
 
 __all__ = [
     "ATTEMPT_HEADER",
+    "COMMAND_ID_HEADER",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_RETRY_DELAY",
     "RETRY_AT_HEADER",
     "SENT_AT_HEADER",
+    "Delivery",
+    "FromMessage",
     "attempt_of",
     "check_retry_policy",
+    "from_message",
     "id_getter",
     "judged_from",
     "message_key",
@@ -45,6 +62,41 @@ RETRY_AT_HEADER = _headers.RETRY_AT
 #: wins over the AMQP ``timestamp`` property. The legacy spelling
 #: ``x-inboxguard-sent-at`` is read too.
 SENT_AT_HEADER = _headers.SENT_AT
+#: Header with the business command ID the outbox's dispatcher stamps (also the
+#: AMQP ``message_id``); the default source of a guarded consumer's command ID.
+COMMAND_ID_HEADER = _headers.COMMAND_ID
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message as a :func:`from_message` callable sees it: the decoded
+    ``body``, the application ``headers`` and the broker ``properties``
+    (``message_id``, ``correlation_id``, ``timestamp``, ...)."""
+
+    body: Any
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FromMessage:
+    """A ``command_id`` callable over the whole :class:`Delivery` (made by
+    :func:`from_message`)."""
+
+    fn: Callable[[Delivery], Any]
+
+
+def from_message(fn: Callable[[Delivery], Any]) -> FromMessage:
+    """Mark ``fn`` as a ``command_id`` over the whole message: it is called
+    with a :class:`Delivery` (body, headers, properties) instead of the body,
+    e.g. ``from_message(lambda d: d.properties["correlation_id"])``."""
+    if not callable(fn):
+        msg = f"from_message() takes a callable over a Delivery, got {fn!r}"
+        raise ConfigurationError(msg)
+    return FromMessage(fn)
+
+
+IdSpec = Callable[[Any], Any] | str | FromMessage | None
 
 
 def check_retry_policy(max_attempts: int, retry_delay: dt.timedelta) -> float:
@@ -62,14 +114,41 @@ def check_retry_policy(max_attempts: int, retry_delay: dt.timedelta) -> float:
     return retry_delay.total_seconds()
 
 
-def id_getter(spec: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
-    """Command ID from a decoded body: a callable over it, or a key of it."""
+def id_getter(spec: IdSpec) -> Callable[[Delivery], Any]:
+    """Command ID of a :class:`Delivery`, as ``spec`` says (see the module
+    docstring): None (the outbox's header), a body key, a callable over the
+    body, or :func:`from_message`.
+
+    Raises:
+        ConfigurationError: ``spec`` is none of these.
+    """
+    if spec is None:
+        return _outbox_id
+    if isinstance(spec, FromMessage):
+        return lambda delivery: as_id(spec.fn(delivery))
     if callable(spec):
-        return lambda body: as_id(spec(body))
+        return lambda delivery: as_id(spec(delivery.body))
     if isinstance(spec, str):
-        return lambda body: as_id(_key(body, spec))
-    msg = f"command_id must be a callable over the body or a key of it, got {spec!r}"
+        return lambda delivery: as_id(_key(delivery.body, spec))
+    msg = (
+        "command_id must be a key of the body, a callable over the body, from_message(fn)"
+        f" or None (the {COMMAND_ID_HEADER} header), got {spec!r}"
+    )
     raise ConfigurationError(msg)
+
+
+def _outbox_id(delivery: Delivery) -> Any:
+    value = (delivery.headers or {}).get(COMMAND_ID_HEADER)
+    if value is None:
+        msg = (
+            f"the message has no {COMMAND_ID_HEADER} header (the outbox's dispatcher stamps"
+            " it); publish it through the outbox, or pass command_id= (a body key, a"
+            " callable over the body, or from_message(fn)) to take the ID from elsewhere"
+        )
+        raise InvalidCommandError(msg)
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return as_id(value)
 
 
 def _key(body: Any, key: str) -> Any:

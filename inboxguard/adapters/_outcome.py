@@ -30,6 +30,7 @@ def outcome_of(
     *,
     last_attempt: Callable[[], bool] = lambda: False,
     retry_failures: bool = False,
+    failure_path_retries: bool = False,
     transient: tuple[type[BaseException], ...] = (),
 ) -> Outcome:
     """The outcome of a delivery that raised ``error`` (see ``classify``).
@@ -49,7 +50,11 @@ def outcome_of(
         return isinstance(exc, transient) or is_retryable(exc)
 
     outcome = classify(
-        error, is_transient=is_transient, last_attempt=last_attempt, retry_failures=retry_failures
+        error,
+        is_transient=is_transient,
+        last_attempt=last_attempt,
+        retry_failures=retry_failures,
+        failure_path_retries=failure_path_retries,
     )
     if outcome.exhausted and is_unreachable(error):
         return outcome.recorded(written=False)

@@ -98,7 +98,8 @@ class Attempt:
     def judge(self, error: Exception) -> Outcome:
         """The outcome of this attempt ending with ``error`` (a handler's
         exception is retried like a transient one: these consumers have no
-        failure path of their own)."""
+        failure path of their own; an inboxguard error that declares a
+        failure is refused, never retried)."""
         policy = self.policy
         return outcome_of(
             error,

@@ -11,7 +11,7 @@ from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.connection import check_engine, shared_pool_problem
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "check_settings", "warn_about_pool"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "check_settings", "check_sync_driver", "warn_about_pool"]
 
 logger = logging.getLogger("inboxguard")
 
@@ -25,11 +25,12 @@ def check_settings(
     """Refuse settings that cannot keep the guarantees, naming the fix.
 
     Raises:
-        ConfigurationError: an async engine (or any non-Engine), a bad table
+        ConfigurationError: an async engine (or any non-Engine, or a sync
+            Engine on an async driver), a bad table
             prefix, a negative or non-timedelta lock timeout, a clock that
             is not callable.
     """
-    check_engine(
+    sync = check_engine(
         engine,
         async_hint=(
             "; pass a sync Engine on the same database (it serves schema creation,"
@@ -37,6 +38,7 @@ def check_settings(
             " and writes through its own AsyncEngine"
         ),
     )
+    check_sync_driver(sync)
     check_table_prefix(table_prefix)
     if lock_timeout is not None and (
         not isinstance(lock_timeout, dt.timedelta) or lock_timeout < dt.timedelta(0)
@@ -44,6 +46,27 @@ def check_settings(
         msg = f"lock_timeout must be a non-negative timedelta or None, got {lock_timeout!r}"
         raise ConfigurationError(msg)
     check_clock(clock)
+
+
+def check_sync_driver(engine: Engine) -> None:
+    """Refuse a sync ``Engine`` on an async driver (``AsyncEngine.sync_engine``):
+    its synchronous calls (``lookup()``, ``create_schema()``, quarantine
+    writes) would fail with SQLAlchemy's ``MissingGreenlet``.
+
+    Raises:
+        ConfigurationError: the engine's dialect is an async driver.
+    """
+    if not getattr(engine.dialect, "is_async", False):
+        return
+    msg = (
+        f"engine uses the async driver {engine.dialect.driver!r} (is it an"
+        " AsyncEngine's .sync_engine?); its synchronous calls such as lookup() would"
+        " fail outside a greenlet. Pass Inbox a separate sync Engine on the same"
+        " database with a sync driver, e.g. create_engine('postgresql+psycopg://...')"
+        " beside create_async_engine('postgresql+asyncpg://...'), or 'sqlite://...'"
+        " beside 'sqlite+aiosqlite://...'; guard_async() still takes the AsyncSession"
+    )
+    raise ConfigurationError(msg)
 
 
 def warn_about_pool(engine: Engine) -> None:

@@ -1,7 +1,9 @@
 """The aio-pika consumer: applies each payment command once, on asyncio end to end.
 
-The inbox is built on the AsyncEngine's ``sync_engine`` and its tables are
-created with ``run_sync``: an asyncio-only service needs no sync driver.
+The inbox is built on a sync Engine of its own on the same database (psycopg
+or sqlite3, for schema creation and inspection); the guard writes through the
+AsyncEngine's sessions. An ``AsyncEngine.sync_engine`` would be refused: its
+synchronous calls cannot run on an async driver.
 ``INBOXGUARD_HANG_IN_BODY`` and ``INBOXGUARD_HANG_BEFORE_ACK`` (see
 ``integrations/payments.py``) stop it at a known point for the kill tests.
 """
@@ -15,7 +17,7 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
-from sqlalchemy import event, insert
+from sqlalchemy import create_engine, event, insert
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -29,9 +31,10 @@ from integrations.payments import RETENTION, Config, async_url, hang, payments_t
 
 
 async def make_inbox(engine: AsyncEngine, config: Config) -> inboxguard.Inbox:
-    """The inbox on the AsyncEngine, with its tables and the app's table created."""
+    """The inbox on a sync Engine of the same database, with its tables and the
+    app's table created through the AsyncEngine."""
     inbox = inboxguard.Inbox(
-        engine.sync_engine,
+        create_engine(config.db_url),
         retention=RETENTION,
         table_prefix=config.prefix,
         lock_timeout=config.lock_timeout,

@@ -1,22 +1,27 @@
 """A kombu consumer that ships each order once, whatever the broker redelivers.
 
-The inbox claim and the shipment row commit in one transaction; the message
-is acknowledged only after that commit.
+The consumer side of the outbox: :func:`inboxguard.adapters.kombu.guarded`
+takes the command ID from the ``x-inbox-command-id`` header the dispatcher
+stamps and the sent time from ``x-inbox-sent-at``, so the handler only does
+the business work. The inbox claim and the shipment row commit in one
+transaction; the message is acknowledged only after that commit. A busy claim
+or a transient database error is retried by a delayed copy (never a hot
+requeue loop); a refused command is quarantined, then dead-lettered.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from typing import Any
 
 from kombu import Connection, Queue
+from kombu.message import Message
 from kombu.mixins import ConsumerMixin
 from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import sessionmaker
 
 import inboxguard
-from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_SENT_AT
+from inboxguard.adapters.kombu import guarded
 from integrations.outbox.config import Settings, inbox, tables
 
 CONSUMER = "shop.shipping"
@@ -27,9 +32,15 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
         self.connection = Connection(settings.broker_url)
         self.queue = Queue(settings.queue, durable=True)
         self.engine = create_engine(settings.database_url)
-        self.inbox = inbox(self.engine, settings.prefix)
         _, _, self.shipments = tables(settings.prefix)
         self.pid = os.getpid()
+        self.on_message = guarded(
+            self.ship,
+            inbox(self.engine, settings.prefix),
+            session_factory=sessionmaker(self.engine),
+            consumer=CONSUMER,
+            require_sent_at=True,  # the outbox stamps every message it relays
+        )
 
     def get_consumers(self, consumer_cls: Any, channel: Any) -> list[Any]:
         return [
@@ -38,36 +49,12 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
             )
         ]
 
-    def on_message(self, body: Any, message: Any) -> None:
-        headers = message.headers or {}
-        command_id = headers.get(HEADER_COMMAND_ID) or message.properties.get("message_id")
-        sent_at = headers.get(HEADER_SENT_AT)
-        try:
-            with (
-                Session(self.engine) as session,
-                session.begin(),
-                self.inbox.guard(
-                    session,
-                    consumer=CONSUMER,
-                    command_id=command_id,
-                    payload=body,
-                    sent_at=dt.datetime.fromisoformat(sent_at) if sent_at else None,
-                ) as entry,
-            ):
-                if not entry.duplicate:
-                    session.execute(
-                        self.shipments.insert().values(order_id=body["order_id"], pid=self.pid)
-                    )
-                    entry.result = {"shipped": body["order_id"]}
-        except inboxguard.CommandRejectedError:
-            message.reject(requeue=False)  # quarantined: the record of truth
-            return
-        except Exception as exc:
-            if inboxguard.is_retryable(exc):
-                message.requeue()
-                return
-            raise
-        message.ack()
+    def ship(self, body: dict[str, Any], message: Message) -> dict[str, Any]:
+        """The business work, inside the guard's transaction."""
+        inboxguard.current_session().execute(
+            self.shipments.insert().values(order_id=body["order_id"], pid=self.pid)
+        )
+        return {"shipped": body["order_id"]}
 
 
 def main() -> None:

@@ -6,7 +6,13 @@ import pytest
 
 import inboxguard
 from inboxguard._core import headers
-from inboxguard._core.outcome import Disposition, Outcome, classify, out_of_attempts
+from inboxguard._core.outcome import (
+    Disposition,
+    Outcome,
+    classify,
+    declares_disposition,
+    out_of_attempts,
+)
 
 
 def _busy() -> inboxguard.InProgressError:
@@ -43,13 +49,30 @@ def test_a_foreign_error_is_judged_by_the_injected_predicate() -> None:
     assert classify(ValueError("bug"), is_transient=lambda e: False).failed
 
 
-def test_a_failure_is_retried_only_where_the_framework_has_no_failure_path() -> None:
+def test_a_foreign_failure_is_retried_only_where_the_framework_has_no_failure_path() -> None:
     assert classify(ValueError("bug")).failed
-    config = inboxguard.ConfigurationError("bad setup")
-    assert classify(config, retry_failures=True, last_attempt=lambda: False).retried
-    assert classify(config, retry_failures=True, last_attempt=lambda: True).exhausted
+    bug = ValueError("the handler's own bug")
+    assert classify(bug, retry_failures=True, last_attempt=lambda: False).retried
+    assert classify(bug, retry_failures=True, last_attempt=lambda: True).exhausted
+    # Dramatiq's failure path retries a foreign failure itself: handed over.
+    assert classify(bug, failure_path_retries=True).failed
     # A refusal is never turned into a retry.
     assert classify(_mismatch(), retry_failures=True).refused
+
+
+def test_a_declared_failure_is_never_retried() -> None:
+    """Changed by issue 19: an inboxguard error that declares FAIL
+    (``ReconciliationRequiredError``, ``ConfigurationError``) was retried like a
+    retry where the consumer has no failure path; it is now refused
+    (quarantined, dead-lettered) there and where the failure path retries."""
+    unknown = inboxguard.ReconciliationRequiredError("operator needed", effect_key="k")
+    config = inboxguard.ConfigurationError("bad setup")
+    for error in (unknown, config):
+        assert declares_disposition(error)
+        assert classify(error, retry_failures=True, last_attempt=lambda: False).refused
+        assert classify(error, failure_path_retries=True).refused
+        assert classify(error).failed  # Celery: its failure path does not retry
+    assert not declares_disposition(ValueError("bug"))
 
 
 def test_out_of_attempts_counts_from_one() -> None:

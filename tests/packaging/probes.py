@@ -78,6 +78,7 @@ with kombu.Connection(os.environ["REDIS_URL"]) as conn:
 ASYNCIO = """
 import asyncio, datetime as dt, os
 import aio_pika
+from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 import inboxguard
 import inboxguard.adapters.aio_pika
@@ -86,7 +87,7 @@ async def main():
     connection = await aio_pika.connect(os.environ["AMQP_URL"])
     await connection.close()
     engine = create_async_engine("sqlite+aiosqlite:///probe.db")
-    inbox = inboxguard.Inbox(engine.sync_engine, retention=dt.timedelta(days=1))
+    inbox = inboxguard.Inbox(create_engine("sqlite:///probe.db"), retention=dt.timedelta(days=1))
     async with engine.begin() as conn:
         await conn.run_sync(inbox.tables.metadata.create_all)
     for _ in range(2):

@@ -17,10 +17,17 @@ handler exception                     ``x-inbox-retry-at`` time is published, th
                                       ``max_attempts`` quarantined as
                                       ``retries_exhausted`` and rejected
 no usable body, command ID or time    quarantined under the message ID, rejected
+no sent time, ``require_sent_at``     quarantined (``missing_sent_at``), rejected
+inboxguard error declaring a failure  quarantined under its code, rejected (never
+(``ReconciliationRequiredError``)     retried: retrying cannot fix it)
 quarantine record not written         a copy of the same attempt, due after
                                       ``retry_delay``, is published, then the
                                       original is acked
 ====================================  ===============================================
+
+The command ID is, by default, the ``x-inbox-command-id`` header the outbox's
+dispatcher stamps; ``command_id=`` (a body key, a callable over the body, or
+:func:`from_message`) takes it from elsewhere and wins over the header.
 """
 
 from __future__ import annotations
@@ -40,10 +47,14 @@ from inboxguard import Inbox, QuarantineReason
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
+    COMMAND_ID_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
+    Delivery,
+    IdSpec,
+    from_message,
     id_getter,
     message_key,
     sent_at_from,
@@ -51,13 +62,17 @@ from inboxguard.adapters._delivery import (
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal_async
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
+from inboxguard.adapters._sent_time import SentTimeCheck
 
 __all__ = [
     "ATTEMPT_HEADER",
+    "COMMAND_ID_HEADER",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_RETRY_DELAY",
     "RETRY_AT_HEADER",
     "SENT_AT_HEADER",
+    "Delivery",
+    "from_message",
     "guarded",
 ]
 
@@ -66,13 +81,18 @@ logger = logging.getLogger("inboxguard.aio_pika")
 Callback = Callable[[AbstractIncomingMessage], Awaitable[None]]
 Handler = Callable[[Any, AbstractIncomingMessage], Awaitable[Any]]
 
+_STAMP = (
+    "publish it through the outbox (it stamps x-inbox-sent-at), or set the message's"
+    " timestamp or an x-inbox-sent-at header (ISO 8601) when publishing"
+)
+
 
 def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     handler: Handler,
     inbox: Inbox,
     *,
     session_factory: Callable[[], AsyncSession],
-    command_id: Callable[[Any], Any] | str,
+    command_id: IdSpec = None,
     consumer: str,
     exchange: AbstractExchange,
     exclude: Iterable[str] = (),
@@ -80,16 +100,21 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
     decode: Callable[[bytes], Any] = json.loads,
     shared_consumer: bool = False,
+    require_sent_at: bool = False,
 ) -> Callback:
     """Return an aio-pika callback awaiting ``handler(body, message)`` once per command.
 
     ``body`` is ``decode(message.body)`` (JSON by default) and is the payload
     digested; the handler reaches its ``AsyncSession`` with
-    :func:`inboxguard.current_session`. ``command_id`` is a callable over the
-    body or a key of it. Retried copies are published to ``exchange`` (for
+    :func:`inboxguard.current_session`. ``command_id`` is None (default: the
+    outbox's ``x-inbox-command-id`` header), a key of the body, a callable over
+    it, or :func:`from_message` (over the whole :class:`Delivery`); an explicit
+    one wins over the header. Retried copies are published to ``exchange`` (for
     example ``channel.default_exchange``) with the delivery's routing key.
     ``shared_consumer=True`` lets two handlers (both setting it) use one
-    consumer name on purpose.
+    consumer name on purpose. ``require_sent_at=True`` refuses a message
+    with no sent time (quarantined as ``missing_sent_at``, rejected);
+    otherwise the first one is logged at WARNING.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees, or
@@ -100,6 +125,9 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
     get_id = id_getter(command_id)
+    sent_time = SentTimeCheck(
+        consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
+    )
 
     async def callback(message: AbstractIncomingMessage) -> None:
         attempt = policy.receive(message.headers)
@@ -110,8 +138,11 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         try:
             body = decode(message.body)
             details = _details(body, message, attempt.number)
-            cid = command_id_of(get_id, body)
+            whole = Delivery(body, details["headers"], details["properties"])
+            cid = command_id_of(get_id, whole)
             sent_at = sent_at_from(attempt.headers, message.timestamp)
+            refused = Refused(consumer, cid, key, body, run.exclude, details)
+            sent_at = sent_time(sent_at)
         except Exception as bad:
             outcome = attempt.unusable().recorded(await run.record(bad, refused, None))
             await _perform(attempt.settle(outcome, bad, key, raw), message, attempt, exchange)

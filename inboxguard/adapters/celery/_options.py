@@ -23,6 +23,8 @@ __all__ = [
 ACCEPT_ACK_OPTION = "inbox_accept_ack_on_failure"
 #: Task option saying two tasks share one consumer name on purpose.
 SHARED_CONSUMER_OPTION = "inbox_shared_consumer"
+#: Task option refusing a message with no sent time (quarantined, dead-lettered).
+REQUIRE_SENT_AT_OPTION = "inbox_require_sent_at"
 #: Every ``inbox_*`` option a guarded task accepts.
 INBOX_OPTIONS = frozenset(
     {
@@ -34,6 +36,7 @@ INBOX_OPTIONS = frozenset(
         "inbox_retry_base",
         ACCEPT_ACK_OPTION,
         SHARED_CONSUMER_OPTION,
+        REQUIRE_SENT_AT_OPTION,
     }
 )
 _ACK_SETTINGS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")

@@ -24,8 +24,10 @@ from inboxguard.adapters._outcome import (
     out_of_attempts,
     outcome_of,
 )
+from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
+    REQUIRE_SENT_AT_OPTION,
     SHARED_CONSUMER_OPTION,
     check_declared,
     task_function,
@@ -104,7 +106,11 @@ class InboxTask(Task):  # type: ignore[misc]
     inbox_accept_ack_on_failure: bool = False
     #: This task shares its consumer name with another task on purpose (both set it).
     inbox_shared_consumer: bool = False
+    #: Refuse (quarantine as ``missing_sent_at``, dead-letter) a message with
+    #: no ``x-inbox-sent-at`` header; otherwise the first one is logged.
+    inbox_require_sent_at: bool = False
     _inbox_getter: Getter | None = None
+    _inbox_sent_time: SentTimeCheck | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Check a task made from a function (``@app.task(base=InboxTask, ...)``)."""
@@ -226,7 +232,7 @@ class InboxTask(Task):  # type: ignore[misc]
             command_id=command_id,
             payload=self._payload(args, kwargs),
             exclude=tuple(self.inbox_exclude),
-            sent_at=judged_from_request(self.request, self.name),
+            sent_at=self._sent_at(),
             details=details,
         ) as entry:
             if entry.duplicate:
@@ -234,6 +240,24 @@ class InboxTask(Task):  # type: ignore[misc]
                 return entry.result
             entry.result = self.run(*args, **kwargs)
             return entry.result
+
+    def _sent_at(self) -> dt.datetime | None:
+        """The time this delivery's age counts from; a message without one is
+        logged once or refused (``inbox_require_sent_at``); a direct call needs none."""
+        sent_at = judged_from_request(self.request, self.name)
+        return sent_at if self.request.called_directly else self._sent_time()(sent_at)
+
+    def _sent_time(self) -> SentTimeCheck:
+        """This task's rule for a message with no sent time (made once)."""
+        if self._inbox_sent_time is None:
+            self._inbox_sent_time = SentTimeCheck(
+                self._consumer(),
+                require=self.inbox_require_sent_at,
+                stamp=_STAMP,
+                option=REQUIRE_SENT_AT_OPTION,
+                logger=logger,
+            )
+        return self._inbox_sent_time
 
     def _retry_later(self, exc: Exception, retries: int, *, beyond_limit: bool = False) -> None:
         """Publish the retry copy (then Celery acks this delivery); ``beyond_limit``
@@ -339,6 +363,12 @@ def inbox_task(
         return shared_task(**options)(fn)
 
     return decorate
+
+
+_STAMP = (
+    "publish the task from a process that imports inboxguard.adapters.celery (its"
+    " before_task_publish receiver stamps x-inbox-sent-at), or set that header (ISO 8601)"
+)
 
 
 def _reason(exc: BaseException) -> str:

@@ -29,6 +29,7 @@ from inboxguard._core.extract import Getter, payload_of
 from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
+from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
@@ -99,8 +100,10 @@ class GuardCore:
         get_id: Getter,
         exclude: tuple[str, ...],
         busy_delay: dt.timedelta,
+        sent_time: SentTimeCheck,
     ) -> None:
         self.inbox = inbox
+        self.sent_time = sent_time
         self.broker = broker
         self.actor_name = actor_name
         self.consumer = consumer
@@ -118,11 +121,15 @@ class GuardCore:
     def inputs(
         self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Inputs:
-        """The guard's arguments for this call (raises InvalidCommandError)."""
+        """The guard's arguments for this call (raises InvalidCommandError, or
+        MissingSentTimeError when the actor requires a sent time the message
+        lacks; a direct call has no message and needs none)."""
+        command_id = command_id_of(self.get_id, args, kwargs)
+        sent_at = _judged_from(message)
         return Inputs(
-            command_id_of(self.get_id, args, kwargs),
+            command_id,
             payload_of(args, kwargs, self.fn),
-            _judged_from(message),
+            sent_at if message is None else self.sent_time(sent_at),
             self.details(message, args, kwargs),
         )
 
@@ -163,7 +170,9 @@ class GuardCore:
         """
         retry = Retry(str(error), delay=self._delay())
         outcome = outcome_of(
-            error, last_attempt=lambda: message is not None and self._last_attempt(message, retry)
+            error,
+            last_attempt=lambda: message is not None and self._last_attempt(message, retry),
+            failure_path_retries=True,
         )
         if message is None or not outcome.needs_record:
             return outcome, retry, None
@@ -209,7 +218,7 @@ class GuardCore:
                 _one_more_attempt(message)
             return retry
         if outcome.refused:
-            _throw_on_message(message)
+            _throw_on_message(message, error, self.broker)
             return error
         if outcome.failed:
             return error
@@ -310,6 +319,8 @@ def _judged_from(message: MessageProxy | None) -> dt.datetime | None:
     ``delay`` made it due if that is later (never a retry's own delay)."""
     if message is None:
         return None
+    if not message.message_timestamp:
+        return None
     sent: dt.datetime = message.message_datetime
     eta = message.options.get(DUE_OPTION, message.options.get("eta"))
     if not isinstance(eta, int | float) or message.options.get("retries"):
@@ -317,17 +328,24 @@ def _judged_from(message: MessageProxy | None) -> dt.datetime | None:
     return judged_from(sent, dt.datetime.fromtimestamp(eta / 1000, dt.UTC))
 
 
-def _throw_on_message(message: MessageProxy | None) -> None:
+def _throw_on_message(message: MessageProxy | None, error: Exception, broker: Broker) -> None:
     """Make sure Retries dead-letters a refused message.
 
     An actor's ``throws`` already lists :data:`NEVER_RETRIED`, but a
     ``throws`` in the message's own options replaces the actor's, so extend
-    that one too.
+    that one too. A declared failure the outcome policy refuses
+    (``ReconciliationRequiredError``) is in neither: its type is added.
     """
     if message is None:
         return
     throws = message.options.get("throws")
-    if throws is None:
+    if throws is None and isinstance(error, NEVER_RETRIED):
         return
-    current = throws if isinstance(throws, tuple) else (throws,)
-    message.options["throws"] = (*current, *NEVER_RETRIED)
+    if throws is None:
+        try:
+            throws = broker.get_actor(message.actor_name).options.get("throws")
+        except Exception:
+            throws = None
+    current = () if throws is None else throws if isinstance(throws, tuple) else (throws,)
+    wanted = (*NEVER_RETRIED, type(error))
+    message.options["throws"] = (*current, *(t for t in wanted if t not in current))

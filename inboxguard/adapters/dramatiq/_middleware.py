@@ -30,6 +30,7 @@ from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
 from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
@@ -53,7 +54,17 @@ __all__ = ["InboxMiddleware"]
 logger = logging.getLogger("inboxguard.dramatiq")
 #: The actor options this middleware declares.
 OPTIONS = frozenset(
-    {"inbox_command_id", "inbox_consumer", "inbox_exclude", "inbox_shared_consumer"}
+    {
+        "inbox_command_id",
+        "inbox_consumer",
+        "inbox_exclude",
+        "inbox_shared_consumer",
+        "inbox_require_sent_at",
+    }
+)
+_STAMP = (
+    "Dramatiq stamps message_timestamp on every message it enqueues; keep it when"
+    " building messages by hand"
 )
 #: Default wait before a busy command (another transaction holds it) is retried.
 DEFAULT_BUSY_DELAY = dt.timedelta(seconds=1)
@@ -91,6 +102,9 @@ class InboxMiddleware(Middleware):
         inbox_shared_consumer: True when this actor shares its consumer name
             with another actor on purpose (both set it); otherwise a consumer
             name already used by another guarded actor is refused.
+        inbox_require_sent_at: True to refuse (quarantine as
+            ``missing_sent_at``, dead-letter) a message without a sent time
+            (``message_timestamp``); otherwise the first is logged at WARNING.
 
     Args:
         inbox: the :class:`inboxguard.Inbox` holding the evidence.
@@ -196,6 +210,13 @@ class InboxMiddleware(Middleware):
             "get_id": command_id_getter(spec, coroutine_fn or fn),
             "exclude": _exclude(actor.actor_name, options.get("inbox_exclude", ())),
             "busy_delay": self.busy_delay,
+            "sent_time": SentTimeCheck(
+                consumer,
+                require=options.get("inbox_require_sent_at", False),
+                stamp=_STAMP,
+                option="inbox_require_sent_at",
+                logger=logger,
+            ),
         }
         if coroutine_fn is not None:
             # Dramatiq already wrapped it with async_to_sync; wrap the guarded

@@ -15,10 +15,20 @@ handler exception                     ``x-inbox-retry-at`` time is published, th
                                       that time; at ``max_attempts`` quarantined
                                       (``retries_exhausted``) and rejected
 no usable command ID or sent time     quarantined under the message ID, rejected
+no sent time, ``require_sent_at``     quarantined (``missing_sent_at``), rejected
+inboxguard error declaring a failure  quarantined under its code, rejected (never
+(``ReconciliationRequiredError``)     retried: retrying cannot fix it)
 quarantine record not written         a copy of the same attempt, due after
 (database down, pool exhausted)       ``retry_delay``, is published, then the
                                       original is acked; the consumer keeps going
 ====================================  ===============================================
+
+The command ID is, by default, the ``x-inbox-command-id`` header the outbox's
+dispatcher stamps; ``command_id=`` takes it from the body (a key, a callable)
+or from the whole message (:func:`from_message`) instead, and then wins over
+the header. A message with no sent time (``x-inbox-sent-at`` header or AMQP
+``timestamp``) skips the stale-replay check: logged once per consumer, or
+refused with ``require_sent_at=True``.
 
 An ack that fails after the commit is logged and harmless: the redelivery is a
 duplicate. Callbacks run on the consumer thread; keep transactions (and
@@ -42,10 +52,14 @@ from inboxguard import Inbox, QuarantineReason
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
+    COMMAND_ID_HEADER,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY,
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
+    Delivery,
+    IdSpec,
+    from_message,
     id_getter,
     message_key,
     sent_at_from,
@@ -53,13 +67,17 @@ from inboxguard.adapters._delivery import (
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
+from inboxguard.adapters._sent_time import SentTimeCheck
 
 __all__ = [
     "ATTEMPT_HEADER",
+    "COMMAND_ID_HEADER",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_RETRY_DELAY",
     "RETRY_AT_HEADER",
     "SENT_AT_HEADER",
+    "Delivery",
+    "from_message",
     "guarded",
 ]
 
@@ -78,31 +96,42 @@ _COPIED_PROPERTIES = (
 
 Callback = Callable[[Any, Message], None]
 
+_STAMP = (
+    "publish it through the outbox (it stamps x-inbox-sent-at), or set the AMQP"
+    " timestamp property or an x-inbox-sent-at header (ISO 8601) when publishing"
+)
+
 
 def guarded(  # noqa: PLR0913 - the issue's signature
     handler: Callable[[Any, Message], Any],
     inbox: Inbox,
     *,
     session_factory: Callable[[], Session],
-    command_id: Callable[[Any], Any] | str,
+    command_id: IdSpec = None,
     consumer: str,
     exclude: Iterable[str] = (),
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
     producer: Producer | Callable[[], Producer] | None = None,
     shared_consumer: bool = False,
+    require_sent_at: bool = False,
 ) -> Callback:
     """Return a kombu callback running ``handler(body, message)`` once per command.
 
     The handler reaches its session with :func:`inboxguard.current_session`;
     its return value (JSON or None) is stored as the command's result.
-    ``command_id`` is a callable over the decoded body, or a key of it. The
-    payload digested is the decoded body. Retried copies are published with
+    ``command_id`` is None (default: the outbox's ``x-inbox-command-id``
+    header; a message without it is refused), a key of the decoded body, a
+    callable over it, or :func:`from_message` (a callable over the whole
+    :class:`Delivery`); an explicit one wins over the header. The payload
+    digested is the decoded body. Retried copies are published with
     ``producer`` (a Producer or a zero-argument callable returning one, such
     as ``lambda: self.producer`` in a ``ConsumerProducerMixin``; default: one
     on the message's own channel) to the exchange and routing key the message
     came through. ``shared_consumer=True`` lets two handlers (both setting it)
-    use one consumer name on purpose.
+    use one consumer name on purpose. ``require_sent_at=True`` refuses a
+    message with no sent time (quarantined as ``missing_sent_at``, rejected);
+    otherwise the first one is logged at WARNING.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees, or
@@ -112,6 +141,9 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
+    sent_time = SentTimeCheck(
+        consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
+    )
 
     def callback(body: Any, message: Message) -> None:
         attempt = policy.receive(message.headers)
@@ -120,10 +152,14 @@ def guarded(  # noqa: PLR0913 - the issue's signature
         key = message_key((message.properties or {}).get("message_id"), message.body)
         refused = Refused(consumer, None, key, body, run.exclude, details)
         try:
-            cid = command_id_of(run.command_id, body)
+            delivery = Delivery(body, details["headers"], details["properties"])
+            cid = command_id_of(run.command_id, delivery)
             sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
+            refused = replace(refused, command_id=cid)
+            sent_at = sent_time(sent_at)
         except Exception as bad:
-            outcome = attempt.unusable().recorded(record_refusal(inbox, bad, refused))
+            written = record_refusal(inbox, bad, refused)
+            outcome = attempt.unusable().recorded(written)
             _perform(attempt.settle(outcome, bad, key, details), message, key, attempt, producer)
             return
         try:
@@ -155,7 +191,7 @@ class _Runner:
         handler: Callable[[Any, Message], Any],
         inbox: Inbox,
         session_factory: Callable[[], Session],
-        command_id: Callable[[Any], str],
+        command_id: Callable[[Delivery], Any],
         consumer: str,
         exclude: tuple[str, ...],
     ) -> None:

@@ -369,3 +369,38 @@ def test_direct_call_is_guarded_and_raises_the_inbox_errors(setup) -> None:
     with pytest.raises(inboxguard.PayloadMismatchError):
         apply_ref("r1", 5)
     assert _rows(box, ledger) == 1
+
+
+def test_a_missing_sent_time_is_logged_once_or_refused_when_required(
+    app, setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 19: a task without a sent time skipped the age check silently; it
+    is logged once per task, and ``inbox_require_sent_at`` refuses it."""
+    box, factory, ledger = setup
+
+    @inbox_task(box, session_factory=factory, command_id="ref", consumer="c", name=unique("t"))
+    def loose(ref: str) -> None:
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+
+    @inbox_task(
+        box,
+        session_factory=factory,
+        command_id="ref",
+        consumer="strict",
+        name=unique("t"),
+        inbox_require_sent_at=True,
+    )
+    def strict(ref: str) -> None:
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+
+    with caplog.at_level(logging.WARNING, logger="inboxguard.celery"):
+        assert loose.apply(args=("r1",)).state == "SUCCESS"
+        assert loose.apply(args=("r2",)).state == "SUCCESS"
+    assert caplog.text.count("received a message with no sent time") == 1
+    assert "inbox_require_sent_at=True" in caplog.text
+    assert strict.apply(args=("r3",)).state == "REJECTED"
+    [record] = box.quarantined("strict")
+    assert (record.command_id, record.reason) == ("r3", "missing_sent_at")
+    now = dt.datetime.now(dt.UTC).isoformat()
+    assert strict.apply(args=("r4",), headers={SENT_AT_HEADER: now}).state == "SUCCESS"
+    assert _rows(box, ledger) == 3

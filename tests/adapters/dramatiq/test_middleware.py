@@ -390,3 +390,62 @@ def test_every_refusing_error_is_in_the_throws_of_a_guarded_actor() -> None:
     for name in (n for n in errors.__all__ if n.endswith("Error")):
         cls = getattr(errors, name)
         assert issubclass(cls, NEVER_RETRIED) is (cls.disposition is Disposition.REFUSE), name
+
+
+def test_a_declared_failure_is_quarantined_and_dead_lettered_without_retry(
+    stub: Any, worker: Worker, effects: Table, box: inboxguard.Inbox
+) -> None:
+    """Issue 19: ``ReconciliationRequiredError`` declares a failure; Retries used
+    to retry it up to ``max_retries``. It now runs once, is quarantined under its
+    code and dead-lettered."""
+    calls: list[str] = []
+
+    @dramatiq.actor(broker=stub, inbox_command_id="order_id", min_backoff=10, max_retries=3)
+    def charge(order_id: str) -> None:
+        calls.append(order_id)
+        raise inboxguard.ReconciliationRequiredError("operator needed", effect_key=order_id)
+
+    message = charge.send("o-9")
+    stub.join(QUEUE, fail_fast=False)
+    worker.join()
+    assert calls == ["o-9"]
+    assert [m.message_id for m in stub.dead_letters] == [message.message_id]
+    [record] = box.quarantined("charge")
+    assert (record.command_id, record.reason) == ("o-9", "reconciliation_required")
+
+
+def test_inbox_require_sent_at_refuses_a_message_without_one(
+    stub: Any,
+    worker: Worker,
+    effects: Table,
+    engine: Engine,
+    box: inboxguard.Inbox,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 19: a message with no ``message_timestamp`` is logged once by a
+    plain actor and refused (``missing_sent_at``) by one requiring a sent time."""
+    declare_apply(stub, effects)
+    declare_strict = declare_apply(stub, effects, actor_name="strict", inbox_require_sent_at=True)
+    messages = [
+        Message(
+            queue_name=QUEUE,
+            actor_name=name,
+            args=(oid, 1),
+            kwargs={},
+            options={},
+            message_timestamp=0,
+        )
+        for name, oid in (("apply", "o-1"), ("apply", "o-2"), ("strict", "o-3"))
+    ]
+    with caplog.at_level("WARNING", logger="inboxguard.dramatiq"):
+        for message in messages:
+            stub.enqueue(message)
+        stub.join(QUEUE, fail_fast=False)
+        worker.join()
+    assert caplog.text.count("received a message with no sent time") == 1
+    assert "inbox_require_sent_at=True" in caplog.text
+    assert sorted(rows(engine, effects)) == [("o-1", 1), ("o-2", 1)]
+    assert declare_strict.calls == []
+    assert [m.message_id for m in stub.dead_letters] == [messages[2].message_id]
+    [record] = box.quarantined("strict")
+    assert (record.command_id, record.reason) == ("o-3", "missing_sent_at")

@@ -60,17 +60,22 @@ def test_sync_guard_still_quarantines_mismatch_and_stale(setup: AsyncSetup) -> N
     assert reasons == [QuarantineReason.BEYOND_RETENTION, QuarantineReason.PAYLOAD_MISMATCH]
 
 
-def test_an_inbox_on_the_async_engines_sync_engine_serves_guard_async(setup: AsyncSetup) -> None:
-    """An asyncio-only service builds its Inbox on ``AsyncEngine.sync_engine``."""
+def test_an_inbox_on_a_sync_engine_serves_guard_async_and_sync_engine_is_refused(
+    setup: AsyncSetup,
+) -> None:
+    """Changed by issue 19: ``Inbox(async_engine.sync_engine)`` used to be
+    accepted, and ``lookup()`` then failed with SQLAlchemy's ``MissingGreenlet``;
+    it is refused at construction, naming a sync driver. An Inbox on a sync
+    Engine of the same database serves ``guard_async``."""
+    refused = create_async_engine(setup.aurl)
+    with pytest.raises(ConfigurationError, match=r"separate sync Engine.*sync driver"):
+        inboxguard.Inbox(refused.sync_engine, retention=dt.timedelta(days=30))
+    asyncio.run(refused.dispose())
 
     async def main() -> tuple[bool, bool]:
         engine = create_async_engine(setup.aurl)
         try:
-            box = inboxguard.Inbox(
-                engine.sync_engine,
-                retention=dt.timedelta(days=30),
-                table_prefix=setup.inbox.table_prefix,
-            )
+            box = setup.inbox
             async with engine.begin() as conn:
                 await conn.run_sync(box.tables.metadata.create_all)  # idempotent
             outcomes = []
@@ -109,9 +114,9 @@ def test_delivery_helpers_parse_headers_and_refuse_bad_input() -> None:
     with pytest.raises(InvalidCommandError, match="x-inbox-sent-at"):
         _delivery.parse_sent_at("yesterday")
     get = _delivery.id_getter("order_id")
-    assert get({"order_id": 7}) == "7"
+    assert get(_delivery.Delivery({"order_id": 7})) == "7"
     with pytest.raises(InvalidCommandError, match="'order_id' key"):
-        get({"other": 1})
+        get(_delivery.Delivery({"other": 1}))
     with pytest.raises(ConfigurationError, match="max_attempts"):
         _delivery.check_retry_policy(0, dt.timedelta(seconds=1))
     with pytest.raises(ConfigurationError, match="retry_delay"):
