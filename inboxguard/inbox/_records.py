@@ -16,6 +16,9 @@ class QuarantineReason(enum.StrEnum):
     PAYLOAD_MISMATCH = "payload_mismatch"
     BEYOND_RETENTION = "beyond_retention"
     RETRIES_EXHAUSTED = "retries_exhausted"
+    #: The handler failed for good and the framework's failure path drops the
+    #: message where the broker has no dead-letter queue (Celery on Redis).
+    HANDLER_FAILED = "handler_failed"
 
 
 class InboxEntry:

@@ -32,7 +32,7 @@ from inboxguard.adapters.celery._options import (
     check_declared,
     task_function,
 )
-from inboxguard.errors import ConfigurationError
+from inboxguard.errors import ConfigurationError, InboxGuardError
 
 __all__ = ["SENT_AT_HEADER", "InboxTask", "inbox_task"]
 
@@ -191,6 +191,16 @@ class InboxTask(Task):  # type: ignore[misc]
             raise Reject(msg, requeue=False) from exc
         if outcome.retried:
             self._retry_later(exc, retries)
+        # A handler's own error is recorded as such; an inboxguard error under its code.
+        failed_as = None if isinstance(exc, InboxGuardError) else QuarantineReason.HANDLER_FAILED
+        if outcome.failed and not self._record(
+            exc, outcome, command_id, payload, details, failed_as
+        ):
+            # Celery's failure path rejects without requeue (acks_on_failure=False),
+            # which drops the message on a broker without a dead-letter queue
+            # (Redis): without its quarantine record it must go back instead.
+            log_requeued(logger, exc, f"task {self.name} ({self.request.id})")
+            self._retry_later(exc, retries, beyond_limit=True)
 
     def _record(
         self,
@@ -199,8 +209,10 @@ class InboxTask(Task):  # type: ignore[misc]
         command_id: str | None,
         payload: object,
         details: Mapping[str, Any],
+        reason: str | None = None,
     ) -> bool:
-        """Whether a quarantine record now holds this refused or exhausted delivery."""
+        """Whether a quarantine record now holds this refused, exhausted or
+        finally failed delivery."""
         inbox, _ = self._require_setup()
         refused = Refused(
             consumer=self._consumer(),
@@ -210,7 +222,8 @@ class InboxTask(Task):  # type: ignore[misc]
             exclude=tuple(self.inbox_exclude),
             details=details,
         )
-        reason = QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+        if outcome.exhausted:
+            reason = QuarantineReason.RETRIES_EXHAUSTED
         return record_refusal(inbox, exc, refused, reason)
 
     def _out_of_retries(self, retries: int) -> bool:

@@ -183,6 +183,38 @@ def test_retries_exhausted_is_quarantined_and_rejected(app, setup) -> None:
     assert [r.reason for r in box.quarantined("c")] == ["retries_exhausted"]
 
 
+def test_a_final_handler_failure_is_quarantined_before_celery_fails_it(app, setup) -> None:
+    """Celery rejects a failed task without requeue, which drops it on Redis: a
+    quarantine record (``handler_failed``, with the delivery's arguments) holds the
+    command first, once, after the task's own retries are spent."""
+    box, factory, ledger = setup
+    calls: list[int] = []
+
+    @inbox_task(
+        box,
+        session_factory=factory,
+        command_id="ref",
+        consumer="c",
+        name=unique("t"),
+        autoretry_for=(ValueError,),
+        max_retries=1,
+        retry_backoff=False,
+        default_retry_delay=0,
+    )
+    def apply_ref(ref: str) -> None:
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+        calls.append(1)
+        raise ValueError("the handler has a bug")
+
+    result = apply_ref.apply(args=("r1",))
+    assert result.state == "FAILURE"
+    assert len(calls) == 2  # the first attempt and its one retry
+    assert _rows(box, ledger) == 0  # every attempt rolled back
+    records = box.quarantined("c")
+    assert [(r.command_id, r.reason) for r in records] == [("r1", "handler_failed")]
+    assert "r1" in str(records[0].details)
+
+
 def test_publish_stamp_is_kept_across_retries() -> None:
     """The receiver stamps a fresh publish and leaves an existing stamp (a retry) alone."""
     headers: dict[str, Any] = {}
