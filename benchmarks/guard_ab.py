@@ -10,6 +10,7 @@ prints the median of the per-pair ratios this/other with their range:
 
     git worktree add /tmp/before 8680cef
     python benchmarks/guard_ab.py --vs /tmp/before --pairs 10
+    python benchmarks/guard_ab.py --this /tmp/other --vs /tmp/before
 
 Environment: ``INBOXGUARD_PG_URL`` (admin URL, default the local server),
 ``AB_MESSAGES`` (default 2000).
@@ -85,11 +86,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vs", type=Path, help="another checkout to compare against")
     parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument(
+        "--this", type=Path, help="the checkout to measure (default: the one holding this file)"
+    )
     args = parser.parse_args()
     if args.vs is None:
         print(f"{inboxguard.__file__} {run_once():.4f}")
         return
-    here = Path(__file__).resolve().parent.parent
+    here = (args.this or Path(__file__).resolve().parent.parent).resolve()
     ratios = []
     for _ in range(args.pairs):
         ratios.append(_timed(here) / _timed(args.vs.resolve()))
