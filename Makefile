@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench services clean
+.PHONY: demo test lint format bench docs services clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ format: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The site, into site/; --strict turns a broken link or anchor into a failure
+# (the suite runs the same build: tests/docs/test_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
@@ -35,4 +40,4 @@ services:
 	bash scripts/services.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
