@@ -4,7 +4,8 @@ schema with Alembic instead of calling ``create_schema()``.
 Add :data:`VERSION_LOCATION` to ``version_locations`` in ``alembic.ini`` and
 upgrade the ``inboxguard`` branch::
 
-    version_locations = %(here)s/migrations/versions <VERSION_LOCATION>
+    path_separator = os
+    version_locations = %(here)s/migrations/versions:<VERSION_LOCATION>
     inboxguard_table_prefix = inboxguard_
 
     $ alembic upgrade inboxguard@head
