@@ -27,8 +27,9 @@ engine = create_engine(f"sqlite:///{database}")  # postgresql+psycopg://app@db/a
 inbox = inboxguard.Inbox(
     engine,
     retention=inboxguard.RetentionPolicy(
-        dead_letters=dt.timedelta(days=7),  # the broker's dead-letter TTL
-        retries=dt.timedelta(days=47),  # Dramatiq's default Retries schedule, at worst
+        # the names the middleware reports at worker boot, so explain() shows one row each
+        dead_letter_ttl=dt.timedelta(days=7),  # the broker's dead-letter TTL
+        retry_schedule=dt.timedelta(days=47),  # Dramatiq's default Retries schedule, at worst
     ),
 )
 
@@ -65,3 +66,7 @@ finally:
     broker.emit_before("process_stop")
 with engine.connect() as conn:
     assert conn.scalar(select(func.count()).select_from(shipments)) == 1
+# Every window the middleware reported has a declared twin of the same name.
+rows = inbox.retention.explain()
+reported = {row.window for row in rows if row.source.startswith("dramatiq")}
+assert reported and reported <= {row.window for row in rows if row.source == "declared"}
