@@ -74,7 +74,7 @@ def counted(callback):
     """Count deliveries the guarded callback has settled (acked or rejected)."""
 
     async def wrapper(message) -> None:
-        global settled  # noqa: PLW0603
+        global settled
         await callback(message)
         settled += 1
 
@@ -84,8 +84,6 @@ def counted(callback):
 async def wait_settled(count: int) -> None:
     while settled < count:
         await asyncio.sleep(0.02)
-
-
 
 
 async def publish_twice(channel) -> None:

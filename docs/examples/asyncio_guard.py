@@ -37,6 +37,8 @@ async def on_command(cmd: dict) -> None:
                 return
             await session.execute(charges.insert().values(id=cmd["command_id"], cents=cmd["cents"]))
             entry.result = {"charged": True}
+
+
 # --8<-- [end:guard]
 
 

@@ -30,7 +30,9 @@ work_queue = Queue(
 )
 # ... and RabbitMQ drops it there unless a queue is bound: declare this one yourself,
 # Celery declares only the queues it consumes.
-dead_letter_queue = Queue(f"{name}.dead", Exchange(f"{name}.dlx", type="direct"), routing_key=f"{name}.dead")
+dead_letter_queue = Queue(
+    f"{name}.dead", Exchange(f"{name}.dlx", type="direct"), routing_key=f"{name}.dead"
+)
 
 app = Celery("billing", broker=BROKER_URL)
 app.conf.task_queues = [work_queue]

@@ -41,6 +41,8 @@ def apply_transfer(transfer_id: str, account: str, amount: int) -> dict:
     session = inboxguard.current_session()  # the inbox's transaction
     session.execute(transfers.insert().values(transfer_id=transfer_id, amount=amount))
     return {"transfer_id": transfer_id}  # stored; a duplicate returns it
+
+
 # --8<-- [end:recipe]
 
 
@@ -60,6 +62,8 @@ def refund_transfer(transfer_id: str, account: str, amount: int) -> dict:
         transfers.insert().values(transfer_id=transfer_id, amount=-amount)
     )
     return {"refunded": transfer_id}
+
+
 # --8<-- [end:base]
 
 
@@ -67,6 +71,8 @@ def refund_transfer(transfer_id: str, account: str, amount: int) -> dict:
 @signals.worker_process_init.connect
 def _fresh_pool(**_):
     engine.dispose(close=False)
+
+
 # --8<-- [end:prefork]
 
 

@@ -43,6 +43,8 @@ async def ship_async(order_id: str, sku: str, qty: int) -> dict[str, object]:
     session = inboxguard.current_session()  # the AsyncSession of the guard
     await session.execute(insert(shipments).values(order_id=order_id, sku=sku, qty=qty))
     return {"order_id": order_id, "shipped": qty}
+
+
 # --8<-- [end:async]
 
 

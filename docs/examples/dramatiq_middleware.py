@@ -46,9 +46,9 @@ def ship(order_id: str, sku: str, qty: int) -> dict[str, object]:
     session = inboxguard.current_session()
     session.execute(insert(shipments).values(order_id=order_id, sku=sku, qty=qty))
     return {"order_id": order_id, "shipped": qty}
+
+
 # --8<-- [end:recipe]
-
-
 
 
 inbox.create_schema()

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the stand-in gateway next to t
 from effects_gateway import Gateway
 
 import inboxguard
-from inboxguard import EffectOutcomeUnknownError, ReconciliationRequiredError, Receipt
+from inboxguard import EffectOutcomeUnknownError, Receipt, ReconciliationRequiredError
 
 engine = create_engine(f"sqlite:///{Path(tempfile.mkdtemp()) / 'app.db'}")
 gateway = Gateway(script=["accept_then_timeout"])
@@ -29,6 +29,7 @@ receipt = ledger.execute("invoice-7/charge", gateway, {"amount": 1500})  # the r
 assert receipt.reference == "ch_1"  # same key inside the window: the first charge
 assert (gateway.requests, gateway.charges) == (2, 1)
 # --8<-- [end:settled]
+assert ledger.get("invoice-7/charge").state == inboxguard.EffectState.RECONCILED
 
 gateway.script.append("accept_then_timeout")
 try:

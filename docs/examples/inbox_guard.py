@@ -1,16 +1,13 @@
 """The inbox's setup and the guard with every option, on a SQLite file."""
 
 import tempfile
-from datetime import UTC, datetime
-from pathlib import Path
-
-from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
-from sqlalchemy.orm import Session
 
 # --8<-- [start:setup]
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from sqlalchemy import create_engine
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, func, select
+from sqlalchemy.orm import Session
 
 import inboxguard
 

@@ -10,7 +10,7 @@ engine = create_engine("sqlite://")
 inbox = inboxguard.Inbox(engine, retention=timedelta(days=7))
 
 # --8<-- [start:create]
-inbox.create_schema()  # CREATE TABLE IF NOT EXISTS: inbox, quarantine, watermark, quarantine_replays
+inbox.create_schema()  # CREATE TABLE IF NOT EXISTS for the inbox's four tables
 # --8<-- [end:create]
 inbox.create_schema()  # a second call changes nothing
 inbox.check_schema()  # raises ConfigurationError when a table is missing

@@ -19,7 +19,9 @@ BROKER_URL = os.environ.get("BROKER_URL", "memory://")
 here = Path(tempfile.mkdtemp())
 engine = create_engine(f"sqlite:///{here / 'shop.db'}")  # the producer's database
 consumer_engine = create_engine(f"sqlite:///{here / 'shipping.db'}")  # the consumer's
-orders = Table("orders", MetaData(), Column("id", Integer, primary_key=True), Column("sku", String(20)))
+orders = Table(
+    "orders", MetaData(), Column("id", Integer, primary_key=True), Column("sku", String(20))
+)
 shipments = Table("shipments", MetaData(), Column("order_id", Integer, primary_key=True))
 orders.metadata.create_all(engine)
 shipments.metadata.create_all(consumer_engine)

@@ -10,7 +10,9 @@ from sqlalchemy.orm import Session
 import inboxguard
 
 engine = create_engine(f"sqlite:///{Path(tempfile.mkdtemp()) / 'app.db'}")
-inbox = inboxguard.Inbox(engine, retention=inboxguard.RetentionPolicy(redelivery=timedelta(days=30)))
+inbox = inboxguard.Inbox(
+    engine, retention=inboxguard.RetentionPolicy(redelivery=timedelta(days=30))
+)
 inbox.create_schema()
 
 

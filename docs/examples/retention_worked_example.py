@@ -31,7 +31,7 @@ command = {"command_id": "charge-7", "customer": 7, "cents": 1500}
 
 def deliver(at: timedelta) -> inboxguard.InboxEntry:
     """Deliver the command (sent on day 0) at day0 + ``at``."""
-    global now  # noqa: PLW0603 - the script moves the inbox's clock
+    global now
     now = day0 + at
     with Session(engine) as session, session.begin():
         with inbox.guard(

@@ -65,6 +65,8 @@ def test_a_failed_handler_leaves_no_evidence(app):
     engine, inbox = app
     with pytest.raises(ZeroDivisionError):
         with Session(engine) as session, session.begin():
-            with inbox.guard(session, consumer="billing.charge-invoice", command_id="c", payload={}):
+            with inbox.guard(
+                session, consumer="billing.charge-invoice", command_id="c", payload={}
+            ):
                 raise ZeroDivisionError  # the handler failed: everything rolls back
     assert inbox.lookup("billing.charge-invoice", "c") is None  # the retry will run it

@@ -52,7 +52,7 @@ def _child(script: Path, workdir: Path) -> None:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - reported as the script's failure
+    except BaseException:
         traceback.print_exc()
         status = 1
     sys.stdout.flush()
@@ -74,7 +74,7 @@ def main() -> None:
             running[pid] = (script, time.monotonic())
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
-            for child, (script, started) in list(running.items()):
+            for child, (_script, started) in list(running.items()):
                 if time.monotonic() - started > TIMEOUT:
                     os.kill(child, 9)
             time.sleep(0.01)

@@ -44,7 +44,9 @@ def test_python_blocks_are_snippet_includes() -> None:
             if page.name == "README.md" and page.parent == ROOT:
                 mark = _README_MARK.match(lines[block.line - 2].strip()) if block.line > 1 else None
                 if mark is None:
-                    offenders.append(f"{block.where}: no <!-- example: FILE.py --> before the fence")
+                    offenders.append(
+                        f"{block.where}: no <!-- example: FILE.py --> before the fence"
+                    )
                 elif block.text != example_text(mark["file"], mark["section"]):
                     offenders.append(f"{block.where}: differs from docs/examples/{mark['file']}")
                 continue

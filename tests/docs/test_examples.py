@@ -64,7 +64,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    return {name: tuple(result) for name, result in json.loads(proc.stdout.splitlines()[-1]).items()}
+    return {
+        name: tuple(result) for name, result in json.loads(proc.stdout.splitlines()[-1]).items()
+    }
 
 
 def test_there_are_samples() -> None:
@@ -114,4 +116,5 @@ def test_pytest_samples_pass(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert " passed" in proc.stdout and "failed" not in proc.stdout
+    assert " passed" in proc.stdout
+    assert "failed" not in proc.stdout

@@ -53,7 +53,8 @@ def _alembic(cwd: Path, *commands: list[str]) -> list[tuple[int, str]]:
         timeout=60,
         check=False,
     )
-    assert proc.returncode == 0 and "@@codes" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "@@codes" in proc.stdout, proc.stdout + proc.stderr
     body, codes = proc.stdout.rsplit("@@codes", 1)
     outputs = body.split("@@command\n")[1:]
     return list(zip(json.loads(codes), outputs, strict=True))

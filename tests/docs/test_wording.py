@@ -1,4 +1,4 @@
-""""Exactly once" appears only with its boundary, as docs/guarantees.md promises.
+""" "Exactly once" appears only with its boundary, as docs/guarantees.md promises.
 
 The rule, applied to every sentence of README.md and docs/**/*.md (code
 blocks and inline code aside) that contains "exactly once" or "exactly-once"
@@ -63,7 +63,7 @@ def _allowed(sentence: str) -> bool:
     return bool(LAYER.search(sentence) and CONDITION.search(sentence))
 
 
-def offenders(paths: list[Path]) -> list[str]:
+def offenders(paths: list[Path], root: Path = ROOT) -> list[str]:
     """file:line and sentence of each unbounded "exactly once"."""
     found = []
     for path in paths:
@@ -79,7 +79,7 @@ def offenders(paths: list[Path]) -> list[str]:
                 if phrase and not _allowed(sentence):
                     at = offset + phrase.start()
                     line = max(n for start, n in starts if start <= at)
-                    found.append(f"{path.relative_to(ROOT)}:{line}: {sentence.strip()}")
+                    found.append(f"{path.relative_to(root)}:{line}: {sentence.strip()}")
                 offset += len(sentence)
     return found
 
@@ -88,7 +88,7 @@ def test_exactly_once_appears_only_with_its_boundary() -> None:
     """Every page passes the rule in this module's docstring."""
     bad = offenders(pages())
     assert not bad, (
-        'name the layer and the condition in the same sentence, or say it is not promised:\n'
+        "name the layer and the condition in the same sentence, or say it is not promised:\n"
         + "\n".join(bad)
     )
 
@@ -106,12 +106,5 @@ def test_the_rule_catches_a_bare_claim(tmp_path: Path) -> None:
         "```python\nprint('exactly once')\n```\n",
         encoding="utf-8",
     )
-    import tests.docs.test_wording as rule
-
-    original = rule.ROOT
-    rule.ROOT = tmp_path
-    try:
-        found = offenders([page])
-    finally:
-        rule.ROOT = original
+    found = offenders([page], root=tmp_path)
     assert found == ["page.md:4: Our consumer processes every message exactly once."]
