@@ -12,7 +12,9 @@ Rules, over README.md and every page under docs/ (new pages included):
   Python hides in an untagged block.
 - Shell blocks: each line that runs ``inboxguard ...`` must be accepted by the
   installed command's argument parser, so a renamed command or option fails
-  here. The ``alembic`` lines of migrations.md are run by test_migrations_doc.py.
+  here. In any other block (output shown as ``text``), a line starting with
+  the prompt ``$ inboxguard`` is checked the same way; a synopsis without the
+  prompt (``inboxguard quarantine list [--consumer NAME]``) is not. The ``alembic`` lines of migrations.md are run by test_migrations_doc.py.
 - Every file in docs/examples/ is shown by some page.
 """
 
@@ -90,10 +92,11 @@ def _inboxguard_lines() -> list[tuple[str, list[str]]]:
     found = []
     for page in pages():
         for block in blocks(page):
-            if block.lang not in SHELL:
-                continue
+            prompt_only = block.lang not in SHELL  # text blocks: only `$ inboxguard` lines
             pending, start = "", 0
             for offset, raw in enumerate(block.body, 1):
+                if prompt_only and not (pending or raw.strip().startswith("$ ")):
+                    continue
                 line = raw.strip().removeprefix("$ ")
                 if not pending:
                     start = offset

@@ -81,3 +81,25 @@ def test_api_reference_documents_every_public_name(site: Path) -> None:
     html = (site / "api" / "index.html").read_text(encoding="utf-8")
     missing = [name for name in inboxguard.__all__ if f'id="inboxguard.{name}"' not in html]
     assert not missing, f"not in docs/api.md's output: {missing}"
+
+
+def _error_classes() -> list[type]:
+    import inboxguard
+
+    found, todo = [], [inboxguard.InboxGuardError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not inboxguard.InboxGuardError and cls.__module__.startswith("inboxguard"):
+            found.append(cls)
+    return found
+
+
+def test_every_error_code_has_its_anchor(site: Path) -> None:
+    """An error's message ends with ``docs/errors.md#<code>``: that anchor exists
+    on the errors page for every error class, new ones included."""
+    html = (site / "errors" / "index.html").read_text(encoding="utf-8")
+    classes = _error_classes()
+    assert len(classes) > 10
+    missing = sorted({c.code for c in classes if f'id="{c.code}"' not in html})
+    assert not missing, f"docs/errors.md has no heading for: {missing}"
