@@ -1,7 +1,8 @@
 """Run example scripts as ``__main__``, each in a forked child of one warm interpreter.
 
-Usage: ``python fork_runner.py WORKDIR JOBS SCRIPT...``; prints one JSON line
-``{script: [exit status, stdout, stderr]}``.
+Usage: ``python fork_runner.py WORKDIR JOBS FILE...``; prints one JSON line
+``{file name: [exit status, stdout, stderr]}``. A file named ``test_*.py`` is
+run by pytest (``pytest.main``) in its child instead of as a script.
 
 Importing SQLAlchemy, Celery, Dramatiq and inboxguard costs most of a small
 script's run time, so this process imports them once and forks a child per
@@ -34,6 +35,7 @@ PRELOAD = (
     "kombu.mixins",
     "aio_pika",
     "alembic.command",
+    "pytest",
 )
 TIMEOUT = 90.0
 
@@ -49,7 +51,12 @@ def _child(script: Path, workdir: Path) -> None:
     sys.path[0] = str(script.parent)
     status = 0
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        if script.name.startswith("test_"):
+            import pytest
+
+            status = int(pytest.main(["-q", "-p", "no:cacheprovider", str(script)]))
+        else:
+            runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:

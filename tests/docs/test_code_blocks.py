@@ -14,7 +14,8 @@ Rules, over README.md and every page under docs/ (new pages included):
   installed command's argument parser, so a renamed command or option fails
   here. In any other block (output shown as ``text``), a line starting with
   the prompt ``$ inboxguard`` is checked the same way; a synopsis without the
-  prompt (``inboxguard quarantine list [--consumer NAME]``) is not. The ``alembic`` lines of migrations.md are run by test_migrations_doc.py.
+  prompt (``inboxguard quarantine list [--consumer NAME]``) is not. The
+  ``alembic`` lines of migrations.md are run by test_migrations_doc.py.
 - Every file in docs/examples/ is shown by some page.
 """
 
