@@ -81,6 +81,7 @@ def test_api_reference_documents_every_public_name(site: Path) -> None:
     html = (site / "api" / "index.html").read_text(encoding="utf-8")
     missing = [name for name in inboxguard.__all__ if f'id="inboxguard.{name}"' not in html]
     assert not missing, f"not in docs/api.md's output: {missing}"
+    assert ":class:" not in html  # docs/hooks/sphinx_roles.py strips the Sphinx roles
 
 
 def _error_classes() -> list[type]:
