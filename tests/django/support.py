@@ -96,7 +96,8 @@ def add_alias(alias: str, url: str) -> str:
     }
     if engine == "mysql":
         entry["OPTIONS"] = {"charset": "utf8mb4"}
-    connections.settings[alias] = connections.configure_settings({alias: entry})[alias]
+    current = dict(connections.settings)
+    connections.settings[alias] = connections.configure_settings({**current, alias: entry})[alias]
     return alias
 
 

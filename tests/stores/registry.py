@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
+from tests.stores.django_store import django_store
 from tests.stores.harness import StoreHarness
 from tests.stores.sql_store import sql_store
 
@@ -21,6 +22,7 @@ __all__ = ["STORES", "StoreFactory"]
 StoreFactory = Callable[[pytest.FixtureRequest], AbstractContextManager[StoreHarness]]
 
 STORES: dict[str, StoreFactory] = {
+    **{f"django-{db}": django_store(db) for db in ("sqlite", "postgresql", "mysql")},
     "sql-sqlite": sql_store("sqlite"),
     "sql-postgresql": sql_store("postgresql"),
     "sql-mysql": sql_store("mysql"),
