@@ -101,6 +101,21 @@ def add_alias(alias: str, url: str) -> str:
     return alias
 
 
+def add_sqlite_alias(alias: str, path: str) -> str:
+    """Add (or point again) a Django alias on a SQLite file, in its default
+    rollback-journal mode."""
+    configure()
+    from django.db import connections
+
+    entry = {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    current = dict(connections.settings)
+    connections.settings[alias] = connections.configure_settings({**current, alias: entry})[alias]
+    if hasattr(connections._connections, alias):  # noqa: SLF001 - a stale connection
+        getattr(connections._connections, alias).close()  # noqa: SLF001
+        delattr(connections._connections, alias)  # noqa: SLF001
+    return alias
+
+
 def close_all() -> None:
     """Close this thread's Django connections."""
     from django.db import connections
