@@ -61,10 +61,7 @@ def store_settings(*, require_retention: bool = True) -> StoreSettings:
         raise ConfigurationError(msg)
     unknown = sorted(set(raw) - set(_KEYS))
     if unknown:
-        msg = (
-            f"settings.INBOXGUARD has unknown key(s) {unknown}; the keys are"
-            f" {', '.join(_KEYS)}"
-        )
+        msg = f"settings.INBOXGUARD has unknown key(s) {unknown}; the keys are {', '.join(_KEYS)}"
         raise ConfigurationError(msg)
     retention = raw.get("RETENTION")
     if retention is None and require_retention:
@@ -113,7 +110,7 @@ def engine_for(alias: str, **engine_options: Any) -> Engine:
     entry = connection.settings_dict
     options = dict(entry.get("OPTIONS") or {})
     module = getattr(connection.Database, "__name__", "")
-    common = {
+    common: dict[str, Any] = {
         "username": entry.get("USER") or None,
         "password": entry.get("PASSWORD") or None,
         "host": entry.get("HOST") or None,
@@ -160,5 +157,5 @@ def coerce_retention(value: RetentionPolicy | dt.timedelta | None) -> RetentionP
     if value is not None:
         return RetentionPolicy.coerce(value)
     found = store_settings().retention
-    assert found is not None  # noqa: S101 - required above
+    assert found is not None
     return found

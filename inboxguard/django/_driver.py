@@ -26,10 +26,11 @@ Every decision, and its order, is the flow's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from typing import Any, NoReturn
 
+from sqlalchemy import Executable
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -106,6 +107,32 @@ def _unexpected(request: Request | None) -> NoReturn:
     raise RuntimeError(msg)
 
 
+def _execute(
+    flow: GuardFlow,
+    runner: StatementRunner,
+    connection: Any,
+    statement: Executable,
+    params: Mapping[str, Any],
+) -> Request | None:
+    """Run one statement; a Django database error goes into the flow as the
+    SQLAlchemy error of its driver error, and comes out as itself when the
+    flow does not turn it into one of its own."""
+    from django.db import DatabaseError
+
+    try:
+        result = runner.execute(statement, params)
+    except DatabaseError as error:
+        sql, args = runner.compile(statement, params)
+        thrown = dbapi_error(error, sql, args, connection.Database.Error)
+        try:
+            return _resume(flow, error=thrown)
+        except DBAPIError as same:
+            if same is thrown:
+                raise error from None
+            raise
+    return _resume(flow, result)
+
+
 @contextmanager
 def drive_django(
     flow: GuardFlow, alias: str, engine: Engine, session: Any, what: str
@@ -113,8 +140,6 @@ def drive_django(
     """Run a guard flow on the connection of the current ``atomic()`` block of
     ``alias``; quarantine records go through ``engine``. ``session`` is what
     :func:`inboxguard.current_session` returns inside the block."""
-    from django.db import DatabaseError
-
     with closing(flow):
         if not isinstance(_resume(flow), Connect):
             _unexpected(None)
@@ -135,19 +160,7 @@ def drive_django(
                         session_var.reset(token)
                     request = _resume(flow, BlockExit(block_kept(mark)))
                 case Execute(statement, params):
-                    try:
-                        result = runner.execute(statement, params)
-                    except DatabaseError as error:
-                        sql, args = runner.compile(statement, params)
-                        thrown = dbapi_error(error, sql, args, connection.Database.Error)
-                        try:
-                            request = _resume(flow, error=thrown)
-                        except DBAPIError as same:
-                            if same is thrown:  # not the flow's to decide: Django's own error
-                                raise error from None
-                            raise
-                    else:
-                        request = _resume(flow, result)
+                    request = _execute(flow, runner, connection, statement, params)
                 case WriteQuarantine():
                     problem = _quarantine_problem(connection)
                     if problem is not None:

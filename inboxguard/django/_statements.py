@@ -58,7 +58,7 @@ def sa_dialect_of(connection: Any) -> SaDialect:
     if vendor == "sqlite":
         from sqlalchemy.dialects.sqlite.pysqlite import dialect as lite
 
-        return lite(paramstyle="format")  # type: ignore[no-untyped-call]
+        return lite(paramstyle="format")
     msg = (
         f"Django database backend {connection.settings_dict.get('ENGINE')!r} ({vendor}) is"
         " not supported; inboxguard runs on PostgreSQL, MariaDB/MySQL and SQLite: point"
@@ -74,7 +74,7 @@ def _mysql_dialect(connection: Any, *, pymysql: bool) -> SaDialect:
         from sqlalchemy.dialects.mysql.pymysql import dialect as my
     else:
         from sqlalchemy.dialects.mysql.mysqldb import dialect as my  # type: ignore[assignment]
-    sa_dialect: Any = my(paramstyle="format")  # type: ignore[no-untyped-call]
+    sa_dialect: Any = my(paramstyle="format")
     connection.ensure_connection()
     version = tuple(connection.mysql_version)
     sa_dialect.server_version_info = version
@@ -153,7 +153,7 @@ class StatementRunner:
     def compile(self, statement: Executable, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
         """The SQL (``%s`` placeholders) and the processed positional parameters."""
         done = self._compiled(statement)
-        values = done.compiled.construct_params(dict(params))
+        values = done.compiled.construct_params(dict(params)) or {}
         out = []
         for name in done.names:
             value = values[name]
@@ -175,7 +175,9 @@ class StatementRunner:
             results = tuple((name, None) for name in names)
         keys = {name: i for i, (name, _) in enumerate(results)}
         rows = [
-            DjangoRow([v if p is None else p(v) for v, (_, p) in zip(r, results, strict=True)], keys)
+            DjangoRow(
+                [v if p is None else p(v) for v, (_, p) in zip(r, results, strict=True)], keys
+            )
             for r in raw
         ]
         return DjangoResult(rows, rowcount)
@@ -227,5 +229,7 @@ def dbapi_error(error: Exception, sql: str, params: Sequence[Any], base: type) -
     its ``__cause__``), for the flow's classification of busy and missing-table
     errors."""
     orig = error.__cause__ if isinstance(error.__cause__, Exception) else error
-    return DBAPIError.instance(sql, list(params), orig, base)
-
+    found = DBAPIError.instance(sql, list(params), orig, base)
+    if isinstance(found, DBAPIError):
+        return found
+    return DBAPIError(sql, list(params), orig)

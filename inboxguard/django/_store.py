@@ -127,7 +127,7 @@ class DjangoInbox(Inbox):
         conf = store_settings(require_retention=retention is None)
         alias = check_alias(conf.database if database is None else database, "database")
         found = conf.retention if retention is None else RetentionPolicy.coerce(retention)
-        assert found is not None  # noqa: S101 - store_settings required it
+        assert found is not None
         super().__init__(
             engine_for(alias) if engine is None else engine,
             retention=found,

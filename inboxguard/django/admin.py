@@ -67,7 +67,9 @@ class QuarantineRecordAdmin(_ReadOnly):
         done = sum(1 for record_id in ids if inbox.resolve_quarantine(record_id))
         level = messages.SUCCESS if done == len(ids) else messages.WARNING
         self.message_user(
-            request, f"Resolved {done} of {len(ids)} selected record(s) (others were not open).", level
+            request,
+            f"Resolved {done} of {len(ids)} selected record(s) (others were not open).",
+            level,
         )
 
 

@@ -7,7 +7,7 @@ from django.apps import AppConfig
 __all__ = ["InboxGuardConfig"]
 
 
-class InboxGuardConfig(AppConfig):
+class InboxGuardConfig(AppConfig):  # type: ignore[misc]
     """Models, migrations and admin of the inbox, quarantine and outbox tables."""
 
     name = "inboxguard.django"

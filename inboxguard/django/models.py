@@ -53,6 +53,8 @@ class InboxEvidence(models.Model):  # type: ignore[misc]
     result_expires_at = UtcDateTimeField(null=True)
 
     class Meta:
+        """Unmanaged: the app's migration creates the table."""
+
         managed = False
         db_table = _NAMES.inbox
         verbose_name = "inbox evidence"
@@ -75,6 +77,8 @@ class QuarantineRecord(models.Model):  # type: ignore[misc]
     details = models.TextField(null=True)
 
     class Meta:
+        """Unmanaged: the app's migration creates the table."""
+
         managed = False
         db_table = _NAMES.quarantine
         verbose_name = "quarantined message"
@@ -104,6 +108,8 @@ class OutboxMessage(models.Model):  # type: ignore[misc]
     compacted_at = UtcDateTimeField(null=True)
 
     class Meta:
+        """Unmanaged: the app's migration creates the table."""
+
         managed = False
         db_table = _NAMES.outbox
         verbose_name = "outbox message"

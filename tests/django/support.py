@@ -34,7 +34,7 @@ def configure() -> None:
     settings.configure(
         DEBUG=False,
         USE_TZ=True,
-        SECRET_KEY="tests-only",  # noqa: S106
+        SECRET_KEY="tests-only",
         ROOT_URLCONF="tests.django.urls",
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
         DATABASES={
@@ -110,9 +110,9 @@ def add_sqlite_alias(alias: str, path: str) -> str:
     entry = {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
     current = dict(connections.settings)
     connections.settings[alias] = connections.configure_settings({**current, alias: entry})[alias]
-    if hasattr(connections._connections, alias):  # noqa: SLF001 - a stale connection
-        getattr(connections._connections, alias).close()  # noqa: SLF001
-        delattr(connections._connections, alias)  # noqa: SLF001
+    if hasattr(connections._connections, alias):
+        getattr(connections._connections, alias).close()
+        delattr(connections._connections, alias)
     return alias
 
 

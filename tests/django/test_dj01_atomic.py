@@ -10,7 +10,7 @@ import pytest
 from django.db import transaction
 
 
-class Boom(Exception):
+class BoomError(Exception):
     pass
 
 
@@ -21,7 +21,7 @@ def _deliver(box: Any, ledger: Any, command_id: str, payload: Any, *, fail: bool
                 ledger.mutate(command_id)
                 entry.result = {"charged": command_id}
                 if fail:
-                    raise Boom
+                    raise BoomError
             return entry
 
 
@@ -39,7 +39,7 @@ def test_dj1_claim_and_change_commit_together(dj_inbox: Any, ledger: Any) -> Non
 def test_dj1_a_failed_block_leaves_neither_and_the_redelivery_applies(
     dj_inbox: Any, ledger: Any
 ) -> None:
-    with pytest.raises(Boom):
+    with pytest.raises(BoomError):
         _deliver(dj_inbox, ledger, "c-2", {"amount": 5}, fail=True)
     assert ledger.applied() == []
     assert dj_inbox.lookup("billing", "c-2") is None
@@ -48,9 +48,9 @@ def test_dj1_a_failed_block_leaves_neither_and_the_redelivery_applies(
 
 
 def test_dj1_an_outer_rollback_takes_the_claim_with_it(dj_inbox: Any, ledger: Any) -> None:
-    with pytest.raises(Boom), transaction.atomic(using=ledger.alias):
+    with pytest.raises(BoomError), transaction.atomic(using=ledger.alias):
         _deliver(dj_inbox, ledger, "c-3", {"amount": 5})  # a savepoint, released
-        raise Boom
+        raise BoomError
     assert ledger.applied() == []
     assert dj_inbox.lookup("billing", "c-3") is None
 

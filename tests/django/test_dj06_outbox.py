@@ -14,7 +14,7 @@ from inboxguard import ConfigurationError, Dispatcher, OutboxPayloadConflictErro
 from tests.conftest import unique
 
 
-class Boom(Exception):
+class BoomError(Exception):
     pass
 
 
@@ -36,9 +36,9 @@ def _add(box: Any, command_id: str, payload: Any) -> bool:
 def test_dj6_the_row_commits_or_rolls_back_with_the_block(dj_outbox: Any, alias: str) -> None:
     with transaction.atomic(using=alias):
         assert _add(dj_outbox, "o-1", {"to": "a@example.com"})
-    with pytest.raises(Boom), transaction.atomic(using=alias):
+    with pytest.raises(BoomError), transaction.atomic(using=alias):
         assert _add(dj_outbox, "o-2", {"to": "b@example.com"})
-        raise Boom
+        raise BoomError
     assert dj_outbox.get("o-1") is not None
     assert dj_outbox.get("o-2") is None
     with transaction.atomic(using=alias):

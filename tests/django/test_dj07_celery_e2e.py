@@ -7,6 +7,7 @@ is a duplicate; each applied payment's outbox row committed with it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -143,10 +144,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         ref.engine.dispose()
         with Connection(AMQP_URL) as conn:
             for queue in (ref.queue, f"{ref.queue}.dead"):
-                try:
+                with contextlib.suppress(Exception):  # already gone
                     conn.default_channel.queue_delete(queue)
-                except Exception:  # noqa: S110 - already gone
-                    pass
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{ref.db}" WITH (FORCE)'))
         admin.dispose()

@@ -36,7 +36,10 @@ def test_dj8_the_admin_shows_and_resolves_the_quarantine(admin_client: Any) -> N
     command = f"adm-{QuarantineRecord.objects.count()}"
     for payload in ({"n": 1}, {"n": 2}):
         try:
-            with transaction.atomic(), inbox.guard(consumer="c", command_id=command, payload=payload):
+            with (
+                transaction.atomic(),
+                inbox.guard(consumer="c", command_id=command, payload=payload),
+            ):
                 pass
         except PayloadMismatchError:
             pass

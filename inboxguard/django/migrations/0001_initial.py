@@ -34,12 +34,12 @@ def _drop(apps: Any, schema_editor: Any) -> None:
         drop_tables(schema_editor, conf.table_prefix)
 
 
-class Migration(migrations.Migration):
+class Migration(migrations.Migration):  # type: ignore[misc]
     initial = True
 
     dependencies: list[tuple[str, str]] = []
 
-    operations = [  # noqa: RUF012 - Django's own declaration style
+    operations = [
         migrations.RunPython(_create, _drop),
         migrations.CreateModel(
             name="InboxEvidence",

@@ -4,20 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Payment',
+            name="Payment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('payment_id', models.CharField(db_index=True, max_length=255)),
-                ('account', models.CharField(max_length=64)),
-                ('amount', models.IntegerField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("payment_id", models.CharField(db_index=True, max_length=255)),
+                ("account", models.CharField(max_length=64)),
+                ("amount", models.IntegerField()),
             ],
         ),
     ]
