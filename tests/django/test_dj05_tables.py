@@ -26,8 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dj5_a_custom_prefix_migrates_with_no_migration_to_generate(tmp_path: Path) -> None:
+    """In a process of its own (the prefix is read when the models load),
+    which also checks that importing inboxguard.django loads no Django (DJ2)."""
     script = textwrap.dedent(
         f"""
+        import sys
+        import inboxguard.django
+        assert "django" not in sys.modules, "importing the store imported Django"  # DJ2
         import datetime as dt
         import django
         from django.conf import settings

@@ -137,7 +137,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         conn.execute(text(f'CREATE DATABASE "{ref.db}"'))
     try:
         ref.manage("migrate", "--verbosity=0")
-        ref.worker("worker0.log")
+        # One worker serves every test; it stops for good after committing kill-1.
+        ref.worker("worker0.log", INBOXGUARD_HANG_AFTER_COMMIT="kill-1")
         yield ref
     finally:
         ref.stop()
@@ -192,14 +193,11 @@ def test_dj7_a_mismatch_is_quarantined_and_dead_lettered(project: Project) -> No
 
 
 def test_dj7_kill9_after_commit_before_ack_is_a_duplicate(project: Project) -> None:
-    project.stop()
-    log = project.tmp / "hang.log"
-    hanging = project.worker("hang.log", INBOXGUARD_HANG_AFTER_COMMIT="kill-1")
+    log = project.tmp / "worker0.log"
     project.publish([("kill-1", "acct", 7)])
     wait_until(lambda: "hang kill-1" in log.read_text(errors="replace"), 30, "the hang")
     assert _payments(project, "kill-") == (1, 1)  # committed, not acked
-    os.killpg(hanging.pid, signal.SIGKILL)
-    hanging.wait(10)
+    project.stop()  # kill -9 of the whole worker
     project.worker("after.log")
     after = project.tmp / "after.log"
     wait_until(lambda: "already processed" in after.read_text(errors="replace"), 60, "redelivery")
