@@ -48,6 +48,7 @@ def apply_payment(payment_id: str, amount: int) -> int:
 
 
 def main() -> None:
+    """Run the scenario and check what it promises."""
     call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE payments (payment_id TEXT, amount INTEGER)")
