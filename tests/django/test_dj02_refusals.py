@@ -67,3 +67,13 @@ def test_dj2_settings_are_checked() -> None:
     with override_settings(INBOXGUARD={"RETENTION": dt.timedelta(days=1), "DATABASE": "nope"}):
         with pytest.raises(ConfigurationError, match="not a database alias"):
             DjangoInbox()
+
+
+def test_dj2_missing_tables_are_a_configuration_error(alias: str) -> None:
+    from inboxguard.django import DjangoInbox
+
+    box = DjangoInbox(database=alias, table_prefix="nowhere_", retention=dt.timedelta(days=1))
+    with pytest.raises(ConfigurationError, match="create_schema"):
+        with transaction.atomic(using=alias), _guard(box):
+            pass
+    box.engine.dispose()
