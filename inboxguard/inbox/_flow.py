@@ -57,7 +57,9 @@ from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
+    "SQLALCHEMY_BOUNDARY",
     "BlockExit",
+    "BoundaryAdvice",
     "Connect",
     "Execute",
     "GuardFlow",
@@ -129,8 +131,11 @@ class GuardFlows:
         retention: RetentionPolicy,
         clock: Clock,
         lock_timeout: dt.timedelta | None,
+        *,
+        boundary: BoundaryAdvice | None = None,
     ) -> None:
         self._tables = tables
+        self._boundary = boundary or SQLALCHEMY_BOUNDARY
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
@@ -161,7 +166,7 @@ class GuardFlows:
             raise found
         end: BlockExit = yield HandOver(found)
         if not end.kept:
-            raise _boundary_error(delivery) from end.error
+            raise _boundary_error(delivery, self._boundary) from end.error
         if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
             stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))
             if stored.rowcount != 1:
@@ -223,14 +228,32 @@ class GuardFlows:
         return WriteQuarantine(self._upsert_quarantine, values)
 
 
-def _boundary_error(delivery: Delivery) -> ConfigurationError:
+@dataclass(frozen=True, slots=True)
+class BoundaryAdvice:
+    """How a driver's caller ends its transaction by mistake inside the block
+    (``causes``) and how to fail one step safely instead (``savepoint``), for
+    the error the flow raises when the transaction did not outlive the block."""
+
+    causes: str
+    savepoint: str
+
+
+#: The advice for SQLAlchemy sessions and connections (the sync and async drivers).
+SQLALCHEMY_BOUNDARY = BoundaryAdvice(
+    causes=(
+        "session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a failed flush"
+    ),
+    savepoint="session.begin_nested() (a savepoint)",
+)
+
+
+def _boundary_error(delivery: Delivery, advice: BoundaryAdvice) -> ConfigurationError:
     msg = (
         f"the transaction of command {delivery.command_id!r} (consumer"
         f" {delivery.consumer!r}) was committed or rolled back inside the guarded block"
-        " (session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a"
-        " failed flush): the inbox row no longer commits with the block's changes, so"
+        f" ({advice.causes}): the inbox row no longer commits with the block's changes, so"
         " the command could be lost or applied twice. Never commit or roll back inside"
-        " the block; wrap a step that may fail in session.begin_nested() (a savepoint)"
+        f" the block; wrap a step that may fail in {advice.savepoint}"
         " and let the caller end the transaction after the block. Roll back now"
     )
     return ConfigurationError(msg)

@@ -161,10 +161,29 @@ class Outbox:
                 or commits each statement on its own (autocommit, however it
                 was set: the row could outlive a rolled-back business change).
         """
+        values = self._row_values(command_id, destination, payload, headers)
+        conn = connection_of(
+            session,
+            wrong_type=(
+                "add() needs the sqlalchemy Session or Connection of the business"
+                " transaction, got {type}"
+            ),
+            row="the outbox row could commit without the business change",
+        )
+        return self._store_row(conn, values, payload)
+
+    def _row_values(
+        self,
+        command_id: str,
+        destination: str,
+        payload: object,
+        headers: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The checked values of a new row (raises before anything is written)."""
         validate_identity(command_id, "command_id")
         validate_identity(destination, "destination")
         digest = digest_of(payload)
-        values = {
+        return {
             "command_id": command_id,
             "destination": destination,
             "payload": canonical_json(payload),
@@ -174,13 +193,15 @@ class Outbox:
             "due_at": now,
             "attempts": 0,
         }
-        conn = connection_of(
-            session,
-            wrong_type=(
-                "add() needs the sqlalchemy Session or Connection of the business"
-                " transaction, got {type}"
-            ),
-            row="the outbox row could commit without the business change",
+
+    def _store_row(self, conn: Connection, values: dict[str, Any], payload: object) -> bool:
+        """Insert the row on the caller's connection, or compare it with the
+        stored one (a no-op, or a conflict); the half of :meth:`add` a store on
+        another connection type (Django's) shares."""
+        command_id, destination, digest = (
+            values["command_id"],
+            values["destination"],
+            values["digest"],
         )
         st = self.statements
         with schema_required(OUTBOX_SCHEMA):  # no table: say how to create it

@@ -119,6 +119,23 @@ tables = inspect(create_engine("sqlite:///probe-migrations.db")).get_table_names
 assert "inboxguard_inbox" in tables, tables
 """
 
+DJANGO = """
+import datetime as dt, django
+from django.conf import settings
+settings.configure(USE_TZ=True, INSTALLED_APPS=["inboxguard.django"],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "probe-django.db",
+                           "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL"}}},
+    INBOXGUARD={"RETENTION": dt.timedelta(days=1)})
+django.setup()
+from django.core.management import call_command
+from django.db import transaction
+from inboxguard.django import inbox
+call_command("migrate", verbosity=0)
+with transaction.atomic(), inbox.guard(consumer="c", command_id="1", payload={}) as entry:
+    assert not entry.duplicate
+assert inbox.lookup("c", "1") is not None
+"""
+
 #: Extra set -> (probes it must pass, services they need).
 EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "postgresql": ((POSTGRESQL,), ("postgresql",)),
@@ -141,6 +158,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             KOMBU_REDIS,
             ASYNCIO,
             MIGRATIONS,
+            DJANGO,
         ),
         ("postgresql", "mysql", "redis", "rabbitmq"),
     ),

@@ -1,0 +1,6 @@
+"""The admin: the quarantine (resolve action) and the outbox."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]
