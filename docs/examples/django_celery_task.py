@@ -29,12 +29,12 @@ settings.configure(
 )
 django.setup()
 
-from celery import Celery  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
+from celery import Celery
+from django.core.management import call_command
+from django.db import connection
 
-from inboxguard.adapters.celery import inbox_task  # noqa: E402
-from inboxguard.django import inbox  # noqa: E402
+from inboxguard.adapters.celery import inbox_task
+from inboxguard.django import inbox
 
 app = Celery("shop", broker="memory://", set_as_current=True)
 

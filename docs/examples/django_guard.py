@@ -32,11 +32,11 @@ settings.configure(
 )
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.core.management import call_command
+from django.db import connection, transaction
 
-from inboxguard import PayloadMismatchError  # noqa: E402
-from inboxguard.django import inbox, outbox  # noqa: E402
+from inboxguard import PayloadMismatchError
+from inboxguard.django import inbox, outbox
 
 
 def charge(order_id: str, amount: int) -> dict[str, int]:
