@@ -46,7 +46,7 @@ hook: Hook | None = None
 
 def arm(new: Hook | None) -> Hook | None:
     """Install ``new`` (None disarms); return the hook it replaces."""
-    global hook  # noqa: PLW0603 - one process-wide switch, by design
+    global hook
     previous, hook = hook, new
     return previous
 

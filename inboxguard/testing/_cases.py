@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +25,9 @@ from inboxguard.testing._target import Target
 __all__ = ["FaultKit"]
 
 Message = Mapping[str, Any]
+#: ``courier(message, run)``: carry one delivery of ``message`` to a worker,
+#: which calls ``run(received)``; return the outcome ``run`` returned.
+Courier = Callable[[Message, Callable[[Message], str]], str]
 
 
 class FaultKit:
@@ -46,9 +49,13 @@ class FaultKit:
         lease: the lease the handler passes to ``ledger.execute`` (default 30 s);
             a redelivery after a crash comes once it has expired.
         max_deliveries: deliveries of one message before the kit gives up.
+        courier: how one delivery reaches a worker (default: a direct call in
+            the calling thread); the demo sends each through a broker to
+            worker threads. Redeliveries are always made by the case, so that
+            it can move the clock in between.
     """
 
-    def __init__(  # noqa: PLR0913 - each part is optional and named
+    def __init__(
         self,
         inbox: Inbox,
         *,
@@ -57,6 +64,7 @@ class FaultKit:
         clock: ManualClock | None = None,
         lease: dt.timedelta = dt.timedelta(seconds=30),
         max_deliveries: int = 10,
+        courier: Courier | None = None,
     ) -> None:
         if not isinstance(inbox, Inbox):
             msg = f"inbox must be an inboxguard.Inbox, got {type(inbox).__name__}"
@@ -68,6 +76,7 @@ class FaultKit:
         self.lease = lease
         self.max_deliveries = max_deliveries
         self.tap = Tap()
+        self.courier: Courier = courier or _direct
 
     # -- the cases ----------------------------------------------------------------------
 
@@ -102,9 +111,7 @@ class FaultKit:
                 record.outcomes += outcomes
         return self._finish(record)
 
-    def crash(
-        self, handler: Any, message: Message, at: FaultPoint | str, **ids: str
-    ) -> CaseRecord:
+    def crash(self, handler: Any, message: Message, at: FaultPoint | str, **ids: str) -> CaseRecord:
         """Crash the first delivery at ``at`` (a :class:`FaultPoint`: ``provider_accepted``,
         ``before_commit``, ``before_ack``, ``handler_runs``) with :class:`Crash`,
         then let the broker redeliver once the dead worker's lease expired."""
@@ -217,18 +224,7 @@ class FaultKit:
     ) -> str:
         with lock:
             record.deliveries += 1
-        try:
-            target(message, record.command_id)
-        except Crash as crash:
-            return f"crashed at {crash.point}"
-        except Exception as error:
-            name = type(error).__name__
-            if is_retryable(error):
-                return f"retry: {name}"
-            if isinstance(error, InboxGuardError):
-                return f"dead-lettered: {name}"
-            return f"failed: {name}: {error}"
-        return "acked"
+        return self.courier(message, lambda received: _attempt(target, received, record))
 
     # -- bookkeeping --------------------------------------------------------------------
 
@@ -255,9 +251,7 @@ class FaultKit:
         if record.consumer is None and record.command_id is not None:
             record.consumer = self._consumer_of(record.command_id)
         cid = record.command_id
-        record.handler_runs = (
-            self.tap.runs[cid] if cid is not None else sum(self.tap.runs.values())
-        )
+        record.handler_runs = self.tap.runs[cid] if cid is not None else sum(self.tap.runs.values())
         record.inbox_state = inbox_state(self.inbox, record.consumer, cid)
         if self.provider is not None:
             record.provider_requests = self.provider.requests
@@ -274,7 +268,7 @@ class FaultKit:
         table = self.inbox.tables.inbox
         with self.inbox.engine.connect() as conn:
             found = conn.execute(select(table.c.consumer).where(table.c.command_id == command_id))
-            names = {row[0] for row in found}
+            names: set[str] = {row[0] for row in found}
         if len(names) == 1:
             return names.pop()
         quarantined = {r.consumer for r in self.inbox.quarantined(status=None, limit=1000)}
@@ -301,3 +295,23 @@ def _wait(done: Any, what: str, timeout: float = 30.0) -> None:
             msg = f"timed out after {timeout}s waiting for {what}"
             raise TimeoutError(msg)
         time.sleep(0.005)
+
+
+def _direct(message: Message, run: Callable[[Message], str]) -> str:
+    return run(message)
+
+
+def _attempt(target: Target, message: Message, record: CaseRecord) -> str:
+    """One delivery to the handler; its outcome as the broker would see it."""
+    try:
+        target(message, record.command_id)
+    except Crash as crash:
+        return f"crashed at {crash.point}"
+    except Exception as error:
+        name = type(error).__name__
+        if is_retryable(error):
+            return f"retry: {name}"
+        if isinstance(error, InboxGuardError):
+            return f"dead-lettered: {name}"
+        return f"failed: {name}: {error}"
+    return "acked"

@@ -61,9 +61,12 @@ class FakeProvider:
         name: str = "fake-provider",
     ) -> None:
         self.clock: Clock = clock or utc_now
-        self.window = window
-        self.supports_lookup = lookup
         self.name = name
+        self._window = window
+        self._lookup = lookup
+        #: Its idempotency contract, rebuilt when ``window`` or ``supports_lookup``
+        #: changes (a bad window is refused here).
+        self.contract = self._contract()
         self.requests = 0
         self.lookups = 0
         self.effects = 0
@@ -75,7 +78,6 @@ class FakeProvider:
         self._kept: dict[str, _Kept] = {}
         self._applied: dict[str, Receipt] = {}
         self._lock = threading.Lock()
-        self.contract  # noqa: B018 - a bad window is refused at construction
 
     def __repr__(self) -> str:
         return (
@@ -84,11 +86,29 @@ class FakeProvider:
         )
 
     @property
-    def contract(self) -> ProviderContract:
-        """Its idempotency contract, built from ``window`` and ``supports_lookup``."""
+    def window(self) -> dt.timedelta | None:
+        """How long a key is remembered after its first request (None: forever)."""
+        return self._window
+
+    @window.setter
+    def window(self, value: dt.timedelta | None) -> None:
+        self._window = value
+        self.contract = self._contract()
+
+    @property
+    def supports_lookup(self) -> bool:
+        """Whether it offers a lookup (settable: a provider with or without one)."""
+        return self._lookup
+
+    @supports_lookup.setter
+    def supports_lookup(self, value: bool) -> None:
+        self._lookup = value
+        self.contract = self._contract()
+
+    def _contract(self) -> ProviderContract:
         return ProviderContract(
-            idempotency_window=self.window,
-            supports_lookup=self.supports_lookup,
+            idempotency_window=self._window,
+            supports_lookup=self._lookup,
             on_mismatch=MismatchBehaviour.REJECT,
             name=self.name,
             notes="inboxguard.testing.FakeProvider",

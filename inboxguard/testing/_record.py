@@ -115,7 +115,7 @@ def _effect_key(
     return found[0].effect_key if len(found) == 1 else None
 
 
-def assert_effectively_once(  # noqa: PLR0913 - the contract names each part
+def assert_effectively_once(
     record: CaseRecord | None = None,
     /,
     *,
@@ -160,9 +160,7 @@ def assert_effectively_once(  # noqa: PLR0913 - the contract names each part
         rows = _inbox_rows(inbox, consumer, command_id)
         if rows != 1:
             state = inbox_state(inbox, consumer, command_id)
-            problems.append(
-                f"inbox: {rows} rows for ({consumer!r}, {command_id!r}), state {state}"
-            )
+            problems.append(f"inbox: {rows} rows for ({consumer!r}, {command_id!r}), state {state}")
     key = None
     if ledger is not None:
         key = _effect_key(effect_key, ledger, provider)
@@ -209,7 +207,6 @@ def _ledger_problems(
     if receipts != wanted:
         events = [t.event for t in effect.history]
         problems.append(
-            f"ledger: {receipts} durable receipts for {key!r} (expected {wanted}),"
-            f" history {events}"
+            f"ledger: {receipts} durable receipts for {key!r} (expected {wanted}), history {events}"
         )
     return problems

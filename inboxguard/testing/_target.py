@@ -9,7 +9,7 @@ from typing import Any
 from inboxguard._core import faults
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["Target", "target_of"]
+__all__ = ["Target"]
 
 
 class Target:
