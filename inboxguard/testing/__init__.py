@@ -25,7 +25,7 @@ from inboxguard.testing._cases import FaultKit
 from inboxguard.testing._clock import ManualClock
 from inboxguard.testing._provider import FakeProvider
 from inboxguard.testing._record import CaseRecord, EffectivelyOnceError, assert_effectively_once
-from inboxguard.testing._tap import Crash
+from inboxguard.testing._tap import Crash, crash_at
 
 __all__ = [
     "CaseRecord",
@@ -36,6 +36,7 @@ __all__ = [
     "FaultPoint",
     "ManualClock",
     "assert_effectively_once",
+    "crash_at",
 ]
 
 if importlib.util.find_spec("pytest") is not None:  # the fixtures need pytest; the rest does not

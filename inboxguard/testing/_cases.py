@@ -248,6 +248,8 @@ class FaultKit:
     def _finish(self, record: CaseRecord) -> CaseRecord:
         if record.command_id is None and len(self.tap.runs) == 1:
             record.command_id = next(iter(self.tap.runs))
+        if record.command_id is None:  # no fresh claim: the inbox's only row, if one
+            record.consumer, record.command_id = self._only_row(record.consumer)
         if record.consumer is None and record.command_id is not None:
             record.consumer = self._consumer_of(record.command_id)
         cid = record.command_id
@@ -263,6 +265,15 @@ class FaultKit:
             record.receipts = durable_receipts(effect)
             record.ledger_state = "absent" if effect is None else str(effect.state)
         return record
+
+    def _only_row(self, consumer: str | None) -> tuple[str | None, str | None]:
+        table = self.inbox.tables.inbox
+        query = select(table.c.consumer, table.c.command_id).limit(2)
+        if consumer is not None:
+            query = query.where(table.c.consumer == consumer)
+        with self.inbox.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return (str(rows[0][0]), str(rows[0][1])) if len(rows) == 1 else (consumer, None)
 
     def _consumer_of(self, command_id: str) -> str | None:
         table = self.inbox.tables.inbox

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from inboxguard._core import faults
 from inboxguard._core.faults import FaultPoint
 
-__all__ = ["Crash", "Tap"]
+__all__ = ["Crash", "Tap", "crash_at"]
 
 
 class Crash(BaseException):
@@ -74,3 +74,14 @@ class Tap:
             yield self
         finally:
             faults.arm(previous)
+
+
+@contextmanager
+def crash_at(point: FaultPoint | str, key: str | None = None, times: int = 1) -> Iterator[Tap]:
+    """Crash the next ``times`` workers that reach ``point`` (for ``key``, or
+    any key) with :class:`Crash`, inside the block; yield the armed tap
+    (``tap.crashes`` lists what was raised, ``tap.runs`` the handler runs)."""
+    tap = Tap()
+    tap.crash_at(point, key, times)
+    with tap.armed():
+        yield tap

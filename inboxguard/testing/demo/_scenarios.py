@@ -79,12 +79,12 @@ def _ambiguous(kit: FaultKit, app: Billing) -> CaseRecord:
     first.courier = kit.courier
     before = first.deliver(app.charge, MESSAGE)
     effect = app.ledger.get(f"invoice-{MESSAGE['invoice']}/charge")
-    assert effect is not None
     app.clock.advance(minutes=5)
-    app.ledger.reconcile(app.provider, older_than=dt.timedelta(minutes=5), lease=LEASE)
+    report = app.ledger.reconcile(app.provider, older_than=dt.timedelta(minutes=5), lease=LEASE)
     after = kit.deliver(app.charge, MESSAGE)
     after.deliveries += before.deliveries
-    settled = f"(reconciler: {effect.state} -> reconciled)"
+    was = "no effect" if effect is None else str(effect.state)
+    settled = f"(reconciler: {was}, {len(report.reconciled)} reconciled)"
     after.outcomes = [*before.outcomes, settled, *after.outcomes]
     return after
 
