@@ -37,6 +37,7 @@ def kit(
     inboxguard_provider: FakeProvider,
     inboxguard_clock: ManualClock,
 ) -> FaultKit:
+    """The kit, with a ledger in a database of its own."""
     ledger = inboxguard.EffectLedger(
         create_engine(f"sqlite:///{tmp_path / 'ledger.db'}"), clock=inboxguard_clock
     )
@@ -50,7 +51,8 @@ def kit(
 def ship(kit: FaultKit) -> Any:
     """The task under test, bound to the test's inbox, ledger and provider."""
     ledger, provider = kit.ledger, kit.provider
-    assert ledger is not None and provider is not None
+    assert ledger is not None
+    assert provider is not None
 
     @inbox_task(
         kit.inbox,
@@ -67,12 +69,14 @@ def ship(kit: FaultKit) -> Any:
 
 
 def test_a_redelivered_task_buys_one_label(kit: FaultKit, ship: Any) -> None:
+    """A redelivered task is skipped: one label bought."""
     record = kit.deliver_twice(ship, MESSAGE)
     assert (record.deliveries, record.handler_runs, record.provider_requests) == (2, 1, 1)
     assert_effectively_once(record)
 
 
 def test_two_workers_buy_one_label(kit: FaultKit, ship: Any) -> None:
+    """Two workers at once: one label."""
     assert_effectively_once(kit.deliver_concurrently(ship, MESSAGE, workers=2))
 
 
@@ -83,6 +87,7 @@ def test_two_workers_buy_one_label(kit: FaultKit, ship: Any) -> None:
 def test_a_worker_killed_anywhere_buys_one_label(
     kit: FaultKit, ship: Any, point: FaultPoint
 ) -> None:
+    """A worker killed at each seam: still one label."""
     record = kit.crash(ship, MESSAGE, at=point)
     assert record.outcomes == [f"crashed at {point}", "acked"]
     assert_effectively_once(record)

@@ -39,6 +39,7 @@ def kit(
     inboxguard_provider: FakeProvider,
     inboxguard_clock: ManualClock,
 ) -> FaultKit:
+    """The kit, with a ledger in a database of its own."""
     ledger = inboxguard.EffectLedger(
         create_engine(f"sqlite:///{tmp_path / 'ledger.db'}"), clock=inboxguard_clock
     )
@@ -52,7 +53,8 @@ def kit(
 def upgrade(kit: FaultKit) -> Any:
     """The actor under test, declared on a stub broker with the inbox middleware."""
     ledger, provider = kit.ledger, kit.provider
-    assert ledger is not None and provider is not None
+    assert ledger is not None
+    assert provider is not None
     broker = StubBroker()
     broker.add_middleware(
         InboxMiddleware(kit.inbox, session_factory=sessionmaker(kit.inbox.engine))
@@ -68,6 +70,7 @@ def upgrade(kit: FaultKit) -> Any:
 
 
 def test_a_redelivered_message_upgrades_once(kit: FaultKit, upgrade: Any) -> None:
+    """A redelivered message is skipped: one upgrade."""
     record = kit.deliver_twice(upgrade, MESSAGE)
     assert (record.handler_runs, record.provider_requests) == (1, 1)
     assert_effectively_once(record)
@@ -77,6 +80,7 @@ def test_a_redelivered_message_upgrades_once(kit: FaultKit, upgrade: Any) -> Non
 def test_a_worker_killed_around_the_commit_upgrades_once(
     kit: FaultKit, upgrade: Any, point: FaultPoint
 ) -> None:
+    """A worker killed before or after the commit: one upgrade."""
     record = kit.crash(upgrade, MESSAGE, at=point)
     assert record.outcomes == [f"crashed at {point}", "acked"]
     assert_effectively_once(record)

@@ -52,6 +52,7 @@ def make_handler(
 
 
 def charge_rows(inbox: inboxguard.Inbox) -> int:
+    """Rows in the app's own table: a double charge shows as two."""
     with inbox.engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(charges)).scalar_one()
 
@@ -62,10 +63,12 @@ def handler(
     inboxguard_ledger: inboxguard.EffectLedger,
     inboxguard_provider: FakeProvider,
 ) -> Any:
+    """The handler, wired to the kit's inbox, ledger and provider."""
     return make_handler(inboxguard_inbox, inboxguard_ledger, inboxguard_provider)
 
 
 def test_a_duplicate_is_applied_once(inboxguard_kit: FaultKit, handler: Any) -> None:
+    """A redelivery is skipped: one run, one provider request."""
     record = inboxguard_kit.deliver_twice(handler, MESSAGE)
     assert (record.deliveries, record.handler_runs, record.provider_requests) == (2, 1, 1)
     assert_effectively_once(record)
@@ -73,6 +76,7 @@ def test_a_duplicate_is_applied_once(inboxguard_kit: FaultKit, handler: Any) -> 
 
 
 def test_racing_workers_charge_once(inboxguard_kit: FaultKit, handler: Any) -> None:
+    """Four workers at once: one charge."""
     record = inboxguard_kit.deliver_concurrently(handler, MESSAGE, workers=4)
     assert_effectively_once(record)
     assert charge_rows(inboxguard_kit.inbox) == 1
@@ -85,6 +89,7 @@ def test_racing_workers_charge_once(inboxguard_kit: FaultKit, handler: Any) -> N
 def test_a_crash_anywhere_charges_once(
     inboxguard_kit: FaultKit, handler: Any, point: FaultPoint
 ) -> None:
+    """A worker killed at each seam: the redelivery charges nothing more."""
     record = inboxguard_kit.crash(handler, MESSAGE, at=point)
     assert record.outcomes[0] == f"crashed at {point}"
     assert_effectively_once(record)
@@ -92,6 +97,7 @@ def test_a_crash_anywhere_charges_once(
 
 
 def test_an_expired_lease_is_fenced(inboxguard_kit: FaultKit, handler: Any) -> None:
+    """A stalled worker loses its lease; its late answer is refused."""
     record = inboxguard_kit.expire_lease(handler, MESSAGE)
     assert "retry: StaleLeaseError" in record.outcomes
     assert_effectively_once(record)
@@ -100,6 +106,7 @@ def test_an_expired_lease_is_fenced(inboxguard_kit: FaultKit, handler: Any) -> N
 def test_after_the_window_without_lookup_nothing_is_resent(
     inboxguard_kit: FaultKit, handler: Any, inboxguard_provider: FakeProvider
 ) -> None:
+    """Past the provider's window, without a lookup: left for an operator, never re-sent."""
     inboxguard_provider.supports_lookup = False
     record = inboxguard_kit.retry_after_window(handler, MESSAGE)
     assert record.outcomes[-1] == "dead-lettered: ReconciliationRequiredError"

@@ -16,7 +16,8 @@ def load(name: str) -> dict[str, Any]:
     spec = importlib.util.spec_from_file_location(
         f"docs_examples_{Path(name).stem}", EXAMPLES / name
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {k: v for k, v in vars(module).items() if not k.startswith("_")}

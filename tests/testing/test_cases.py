@@ -45,15 +45,13 @@ def kit(engine: Engine, prefix: str) -> Iterator[FaultKit]:
 def handler_of(kit: FaultKit, *, ledger: bool = True) -> Handler:
     """Charge through the ledger (or, when ``ledger`` is false, straight at the
     provider: the mistake the kit must catch), then guard the record."""
-    assert kit.ledger is not None and kit.provider is not None
+    assert kit.ledger is not None
+    assert kit.provider is not None
     book, provider = kit.ledger, kit.provider
 
     def charge(message: dict[str, Any]) -> Any:
         payload = {"amount": message["amount"]}
-        if ledger:
-            receipt = book.execute(KEY, provider, payload)
-        else:
-            receipt = provider.send(KEY, payload)
+        receipt = book.execute(KEY, provider, payload) if ledger else provider.send(KEY, payload)
         with Session(kit.inbox.engine) as session, session.begin():
             with kit.inbox.guard(
                 session,
@@ -76,9 +74,11 @@ def test_x4_duplicate_and_concurrent_deliveries_take_effect_once(kit: FaultKit) 
     assert twice.outcomes == ["acked", "acked"]
     assert_effectively_once(twice)
     racing = kit.deliver_concurrently(handler_of(kit), {**MESSAGE}, workers=3)
-    assert racing.deliveries >= 3 and racing.handler_runs == 0  # all duplicates now
+    assert racing.deliveries >= 3
+    assert racing.handler_runs == 0
     assert_effectively_once(racing)
-    assert kit.provider is not None and kit.provider.effects == 1
+    assert kit.provider is not None
+    assert kit.provider.effects == 1
 
 
 @pytest.mark.parametrize("point", [p for p in FaultPoint if p is not FaultPoint.HANDLER_RUNS])
@@ -153,7 +153,8 @@ def test_x6_the_assertion_names_what_is_wrong(kit: FaultKit) -> None:
 def test_x6_without_the_ledger_a_window_retry_duplicates_and_the_assertion_says_so(
     kit: FaultKit,
 ) -> None:
-    assert kit.provider is not None and kit.clock is not None
+    assert kit.provider is not None
+    assert kit.clock is not None
     broken = handler_of(kit, ledger=False)
     kit.provider.fail_next("accept_then_timeout")
     first = kit.deliver(broken, MESSAGE)

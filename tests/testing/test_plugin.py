@@ -36,7 +36,10 @@ def pytest_run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]
 
 def test_x7_installing_inboxguard_loads_no_plugin_and_no_pytest() -> None:
     assert not [e for e in entry_points(group="pytest11") if "inboxguard" in e.value]
-    probe = "import sys, inboxguard; print('pytest' in sys.modules, 'inboxguard.testing' in sys.modules)"
+    probe = (
+        "import sys, inboxguard;"
+        " print('pytest' in sys.modules, 'inboxguard.testing' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
