@@ -69,6 +69,9 @@ class FaultKit:
         if not isinstance(inbox, Inbox):
             msg = f"inbox must be an inboxguard.Inbox, got {type(inbox).__name__}"
             raise ConfigurationError(msg)
+        if type(max_deliveries) is not int or max_deliveries < 1:
+            msg = f"max_deliveries must be a positive int, got {max_deliveries!r}"
+            raise ConfigurationError(msg)
         self.inbox = inbox
         self.ledger = ledger
         self.provider = provider
@@ -98,6 +101,9 @@ class FaultKit:
         self, handler: Any, message: Message, workers: int = 4, **ids: str
     ) -> CaseRecord:
         """Deliver the same command to ``workers`` threads released at once."""
+        if type(workers) is not int or workers < 1:
+            msg = f"workers must be a positive int, got {workers!r}"
+            raise ConfigurationError(msg)
         target, record = self._start("concurrent", handler, ids)
         start = threading.Barrier(workers)
         lock = threading.Lock()
@@ -222,6 +228,9 @@ class FaultKit:
     def _once(
         self, target: Target, message: Message, record: CaseRecord, lock: threading.Lock
     ) -> str:
+        if not isinstance(message, Mapping):
+            msg = f"message must be a mapping (the task's keyword arguments), got {message!r}"
+            raise ConfigurationError(msg)
         with lock:
             record.deliveries += 1
         return self.courier(message, lambda received: _attempt(target, received, record))

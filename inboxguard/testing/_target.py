@@ -3,6 +3,7 @@ Dramatiq actor, without importing either framework."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +30,12 @@ class Target:
             self.kind = "celery"
         elif hasattr(handler, "actor_name") and hasattr(handler, "send"):
             self.kind = "dramatiq"
+        elif inspect.iscoroutinefunction(handler):
+            msg = (
+                f"handler {getattr(handler, '__name__', handler)!r} is an async def function;"
+                " the kit drives sync handlers: wrap it, e.g. lambda m: asyncio.run(handler(m))"
+            )
+            raise ConfigurationError(msg)
         elif callable(handler):
             self.kind = "plain"
         else:

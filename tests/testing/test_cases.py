@@ -173,6 +173,17 @@ def test_x6_the_kit_refuses_what_it_cannot_play(kit: FaultKit) -> None:
         bare.expire_lease(print, MESSAGE)
     with pytest.raises(inboxguard.ConfigurationError, match="handler must be"):
         kit.deliver(42, MESSAGE)
+
+    async def async_handler(message: dict[str, Any]) -> None: ...
+
+    with pytest.raises(inboxguard.ConfigurationError, match="async def"):
+        kit.deliver(async_handler, MESSAGE)
+    with pytest.raises(inboxguard.ConfigurationError, match="workers must be"):
+        kit.deliver_concurrently(print, MESSAGE, workers=0)
+    with pytest.raises(inboxguard.ConfigurationError, match="max_deliveries"):
+        FaultKit(kit.inbox, max_deliveries=0)
+    with pytest.raises(inboxguard.ConfigurationError, match="must be a mapping"):
+        kit.deliver(print, ["not", "a", "mapping"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="unknown keyword"):
         kit.deliver(print, MESSAGE, commandid="x")
     with pytest.raises(TypeError, match="needs inbox="):
