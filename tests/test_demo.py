@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from inboxguard import ConfigurationError, cli
 from inboxguard.testing import demo
 from inboxguard.testing.demo import _app
 from tests.conftest import AMQP_URL, PG_ADMIN_URL, require_service
@@ -68,6 +69,10 @@ def test_x8_a_broken_guarantee_fails_the_demo(monkeypatch: pytest.MonkeyPatch) -
     assert "    ! " in out.getvalue()
 
 
-def test_x8_a_bad_broker_url_is_named() -> None:
-    with pytest.raises(ValueError, match="redis:// or amqp://"):
+def test_x8_a_bad_option_is_named_with_its_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigurationError, match=r"--broker 'kafka://.*redis:// or amqp://"):
         demo.run(broker="kafka://127.0.0.1:9092")
+    with pytest.raises(ConfigurationError, match=r"--broker 'redis://127.0.0.1:1/0'.*running"):
+        demo.run(broker="redis://127.0.0.1:1/0")
+    assert cli.main(["demo", "--db", "nonsense://"]) == 2
+    assert "inboxguard demo: --db 'nonsense://'" in capsys.readouterr().err

@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import Any
 
+from inboxguard.errors import ConfigurationError
+
 __all__ = ["register"]
 
 #: The module that plays the stories (loaded by name: see the module doc).
@@ -39,5 +41,9 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stdout, format="    log: %(levelname)s %(name)s: %(message)s")
     demo = importlib.import_module(DEMO_MODULE)
-    status: int = demo.run(db=args.db, broker=args.broker)
+    try:
+        status: int = demo.run(db=args.db, broker=args.broker)
+    except ConfigurationError as error:
+        print(f"inboxguard demo: {error}", file=sys.stderr)
+        return 2
     return status

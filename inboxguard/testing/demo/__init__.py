@@ -26,6 +26,7 @@ from typing import TextIO
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
+from inboxguard.errors import ConfigurationError
 from inboxguard.testing._cases import FaultKit
 from inboxguard.testing._clock import ManualClock
 from inboxguard.testing._provider import FakeProvider
@@ -53,14 +54,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stdout, format="    log: %(levelname)s %(name)s: %(message)s")
-    return run(db=args.db, broker=args.broker)
+    try:
+        return run(db=args.db, broker=args.broker)
+    except ConfigurationError as error:
+        print(f"inboxguard demo: {error}", file=sys.stderr)
+        return 2
 
 
 def run(*, db: str | None = None, broker: str | None = None, out: TextIO | None = None) -> int:
-    """Play every story; return 0 when every guarantee held, else 1."""
+    """Play every story; return 0 when every guarantee held, else 1.
+
+    Raises:
+        ConfigurationError: ``db`` or ``broker`` is unusable or unreachable
+            (the message names the option and the fix).
+    """
     out = out or sys.stdout
     started = time.monotonic()
-    workers = Workers(broker_for(broker))
+    if db is not None:
+        _check_db(db)
+    try:
+        workers = Workers(broker_for(broker))
+    except Exception as error:
+        msg = (
+            f"--broker {broker!r}: {error}; pass a redis:// or amqp:// URL of a running broker,"
+            " or leave it out for the in-memory one"
+        )
+        raise ConfigurationError(msg) from error
     failed = 0
     with tempfile.TemporaryDirectory(prefix="inboxguard-demo-") as tmp:
         where = db.split("://", 1)[0] if db else "SQLite (temporary directory)"
@@ -86,6 +105,21 @@ def run(*, db: str | None = None, broker: str | None = None, out: TextIO | None 
         return 1
     print(f"OK: every guarantee held in {len(SCENARIOS)} stories ({seconds:.1f} s)", file=out)
     return 0
+
+
+def _check_db(db: str) -> None:
+    try:
+        engine = create_engine(db)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except Exception as error:
+        msg = (
+            f"--db {db!r}: {type(error).__name__}: {str(error).splitlines()[0]}; pass the"
+            " SQLAlchemy URL of a reachable PostgreSQL or MariaDB database"
+            " (postgresql+psycopg://user@host/db), or leave it out for SQLite"
+        )
+        raise ConfigurationError(msg) from error
 
 
 def _sqlite(tmp: str, number: int) -> Engine:

@@ -77,7 +77,7 @@ class KombuBroker:
         self.queue_name = f"inboxguard-demo-{uuid.uuid4().hex[:10]}"
         self._lock = threading.Lock()
         self._conn = kombu.Connection(url, connect_timeout=5)
-        self._conn.ensure_connection(max_retries=1)
+        self._conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0.2)
         self._out = self._conn.SimpleQueue(self.queue_name)
 
     def publish(self, body: dict[str, Any]) -> None:
