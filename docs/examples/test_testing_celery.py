@@ -1,6 +1,6 @@
 """Prove a Celery task effectively once with inboxguard's kit.
 
-Run with:  pytest -p inboxguard.testing docs/examples/test_testing_celery.py
+Run with:  pytest docs/examples/test_testing_celery.py
 
 The kit calls the task in-process (``task(**message)``) through the
 adapter's guard, as a worker runs it; no broker is needed. The task calls the
@@ -26,6 +26,9 @@ from inboxguard.testing import (
     ManualClock,
     assert_effectively_once,
 )
+
+#: Opt in to the kit's fixtures (or pass -p inboxguard.testing, or list it in a root conftest.py).
+pytest_plugins = ["inboxguard.testing"]
 
 MESSAGE = {"order_id": "order-9", "amount": 2500}
 

@@ -1,6 +1,6 @@
 """Prove a Dramatiq actor effectively once with inboxguard's kit.
 
-Run with:  pytest -p inboxguard.testing docs/examples/test_testing_dramatiq.py
+Run with:  pytest docs/examples/test_testing_dramatiq.py
 
 The actor is declared on a ``StubBroker`` with ``InboxMiddleware``; the kit
 calls it in-process (``actor(**message)``) through the middleware's guard.
@@ -28,6 +28,9 @@ from inboxguard.testing import (
     ManualClock,
     assert_effectively_once,
 )
+
+#: Opt in to the kit's fixtures (or pass -p inboxguard.testing, or list it in a root conftest.py).
+pytest_plugins = ["inboxguard.testing"]
 
 MESSAGE = {"user_id": 31, "plan": "pro"}
 

@@ -1,6 +1,6 @@
 """Prove a plain handler effectively once with inboxguard's kit.
 
-Run with:  pytest -p inboxguard.testing docs/examples/test_testing_plain.py
+Run with:  pytest docs/examples/test_testing_plain.py
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ charges = Table(
     Column("invoice", Integer, nullable=False),
     Column("reference", String(64), nullable=False),
 )
+#: Opt in to the kit's fixtures (or pass -p inboxguard.testing, or list it in a root conftest.py).
+pytest_plugins = ["inboxguard.testing"]
+
 MESSAGE = {"invoice": 7, "amount": 1500}
 
 

@@ -14,6 +14,10 @@ throwaway database: SQLite, or a database created on the server of
 
 The classes and :func:`assert_effectively_once` work without pytest too
 (the demo uses them); the fixtures are defined only where pytest is installed.
+
+PYTEST_DONT_REWRITE: the kit writes its own assertion messages, and a test
+module may import it before pytest loads it as a plugin (``pytest_plugins``
+in the module itself), which would otherwise warn.
 """
 
 from __future__ import annotations
