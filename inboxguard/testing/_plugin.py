@@ -34,6 +34,7 @@ __all__ = [
     "inboxguard_outbox",
     "inboxguard_provider",
     "pytest_addoption",
+    "server_url",
 ]
 
 #: The environment variable naming the database server (like ``--inboxguard-db``).
@@ -56,12 +57,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def server_url(config: pytest.Config) -> str | None:
+    """The server named by ``--inboxguard-db``, else ``INBOXGUARD_TEST_DB``, else None."""
+    given: str | None = config.getoption("--inboxguard-db") or os.environ.get(DB_ENV)
+    return given or None
+
+
 @pytest.fixture
 def inboxguard_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     """A SQLAlchemy ``Engine`` on a throwaway database: SQLite in ``tmp_path``,
     or a database created (and dropped afterwards) on the server of
     ``--inboxguard-db`` / ``INBOXGUARD_TEST_DB``."""
-    server = request.config.getoption("--inboxguard-db") or os.environ.get(DB_ENV)
+    server = server_url(request.config)
     if not server:
         engine = create_engine(f"sqlite:///{tmp_path / 'inboxguard.db'}")
         yield engine

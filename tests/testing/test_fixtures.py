@@ -3,10 +3,13 @@ on the default SQLite database."""
 
 from __future__ import annotations
 
+import pytest
+from sqlalchemy import make_url
 from sqlalchemy.engine import Engine
 
 import inboxguard
 from inboxguard.testing import FakeProvider, FaultKit, ManualClock
+from inboxguard.testing._plugin import DB_ENV, _throwaway, server_url
 
 
 def test_x7_the_fixtures_share_one_throwaway_sqlite_database_and_one_clock(
@@ -31,3 +34,19 @@ def test_x7_the_fixtures_share_one_throwaway_sqlite_database_and_one_clock(
     before = inboxguard_clock()
     inboxguard_clock.advance(minutes=5)
     assert inboxguard_inbox.clock() - before == inboxguard_ledger.clock() - before
+
+
+def test_x7_the_server_comes_from_the_option_else_the_environment(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DB_ENV, raising=False)
+    assert server_url(request.config) is None  # SQLite
+    monkeypatch.setenv(DB_ENV, "postgresql+psycopg://u@h/db")
+    assert server_url(request.config) == "postgresql+psycopg://u@h/db"
+    monkeypatch.setattr(request.config.option, "inboxguard_db", "mysql+pymysql://root@h/x")
+    assert server_url(request.config) == "mysql+pymysql://root@h/x"
+
+
+def test_x7_a_server_that_is_not_postgresql_or_mariadb_is_refused() -> None:
+    with pytest.raises(pytest.UsageError, match="PostgreSQL or MariaDB/MySQL"):
+        _throwaway(make_url("sqlite:///x.db"))
