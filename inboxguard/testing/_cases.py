@@ -9,22 +9,19 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy import select
-
 from inboxguard._core.faults import FaultPoint
 from inboxguard.effects import EffectLedger
-from inboxguard.errors import ConfigurationError, InboxGuardError
+from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import Inbox
-from inboxguard.sql.errors import is_retryable
 from inboxguard.testing._clock import ManualClock
+from inboxguard.testing._observe import observe
 from inboxguard.testing._provider import FakeProvider
-from inboxguard.testing._record import CaseRecord, durable_receipts, inbox_state
-from inboxguard.testing._tap import Crash, Tap
-from inboxguard.testing._target import Target
+from inboxguard.testing._record import CaseRecord
+from inboxguard.testing._tap import Tap
+from inboxguard.testing._target import Message, Target, attempt, direct, wait_for
 
 __all__ = ["FaultKit"]
 
-Message = Mapping[str, Any]
 #: ``courier(message, run)``: carry one delivery of ``message`` to a worker,
 #: which calls ``run(received)``; return the outcome ``run`` returned.
 Courier = Callable[[Message, Callable[[Message], str]], str]
@@ -79,7 +76,7 @@ class FaultKit:
         self.lease = lease
         self.max_deliveries = max_deliveries
         self.tap = Tap()
-        self.courier: Courier = courier or _direct
+        self.courier: Courier = courier or direct
 
     # -- the cases ----------------------------------------------------------------------
 
@@ -143,7 +140,9 @@ class FaultKit:
         lock = threading.Lock()
         with self.tap.armed(), ThreadPoolExecutor(1) as pool:
             first = pool.submit(self._once, target, message, record, lock)
-            _wait(lambda: inside.is_set() or first.done(), "the first worker to reach the provider")
+            wait_for(
+                lambda: inside.is_set() or first.done(), "the first worker to reach the provider"
+            )
             clock.advance(self.lease + dt.timedelta(seconds=1))
             try:
                 record.outcomes += self._settle(target, message, record, lock, move_clock=False)
@@ -233,7 +232,7 @@ class FaultKit:
             raise ConfigurationError(msg)
         with lock:
             record.deliveries += 1
-        return self.courier(message, lambda received: _attempt(target, received, record))
+        return self.courier(message, lambda received: attempt(target, received, record))
 
     # -- bookkeeping --------------------------------------------------------------------
 
@@ -255,44 +254,7 @@ class FaultKit:
         return Target(handler), record
 
     def _finish(self, record: CaseRecord) -> CaseRecord:
-        if record.command_id is None and len(self.tap.runs) == 1:
-            record.command_id = next(iter(self.tap.runs))
-        if record.command_id is None:  # no fresh claim: the inbox's only row, if one
-            record.consumer, record.command_id = self._only_row(record.consumer)
-        if record.consumer is None and record.command_id is not None:
-            record.consumer = self._consumer_of(record.command_id)
-        cid = record.command_id
-        record.handler_runs = self.tap.runs[cid] if cid is not None else sum(self.tap.runs.values())
-        record.inbox_state = inbox_state(self.inbox, record.consumer, cid)
-        if self.provider is not None:
-            record.provider_requests = self.provider.requests
-            record.provider_effects = self.provider.effects
-            if record.effect_key is None and len(self.provider.keys()) == 1:
-                record.effect_key = self.provider.keys()[0]
-        if self.ledger is not None and record.effect_key is not None:
-            effect = self.ledger.get(record.effect_key)
-            record.receipts = durable_receipts(effect)
-            record.ledger_state = "absent" if effect is None else str(effect.state)
-        return record
-
-    def _only_row(self, consumer: str | None) -> tuple[str | None, str | None]:
-        table = self.inbox.tables.inbox
-        query = select(table.c.consumer, table.c.command_id).limit(2)
-        if consumer is not None:
-            query = query.where(table.c.consumer == consumer)
-        with self.inbox.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return (str(rows[0][0]), str(rows[0][1])) if len(rows) == 1 else (consumer, None)
-
-    def _consumer_of(self, command_id: str) -> str | None:
-        table = self.inbox.tables.inbox
-        with self.inbox.engine.connect() as conn:
-            found = conn.execute(select(table.c.consumer).where(table.c.command_id == command_id))
-            names: set[str] = {row[0] for row in found}
-        if len(names) == 1:
-            return names.pop()
-        quarantined = {r.consumer for r in self.inbox.quarantined(status=None, limit=1000)}
-        return quarantined.pop() if len(quarantined) == 1 else None
+        return observe(record, self.inbox, self.ledger, self.provider, self.tap.runs)
 
     def _needs_clock(self, case: str) -> ManualClock:
         if self.clock is None:
@@ -306,32 +268,3 @@ class FaultKit:
             msg = f"{case} needs ledger= and provider= (a FakeProvider) on the kit"
             raise ConfigurationError(msg)
         return self.provider, clock
-
-
-def _wait(done: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            msg = f"timed out after {timeout}s waiting for {what}"
-            raise TimeoutError(msg)
-        time.sleep(0.005)
-
-
-def _direct(message: Message, run: Callable[[Message], str]) -> str:
-    return run(message)
-
-
-def _attempt(target: Target, message: Message, record: CaseRecord) -> str:
-    """One delivery to the handler; its outcome as the broker would see it."""
-    try:
-        target(message, record.command_id)
-    except Crash as crash:
-        return f"crashed at {crash.point}"
-    except Exception as error:
-        name = type(error).__name__
-        if is_retryable(error):
-            return f"retry: {name}"
-        if isinstance(error, InboxGuardError):
-            return f"dead-lettered: {name}"
-        return f"failed: {name}: {error}"
-    return "acked"

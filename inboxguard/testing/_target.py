@@ -4,13 +4,21 @@ Dramatiq actor, without importing either framework."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inboxguard._core import faults
-from inboxguard.errors import ConfigurationError
+from inboxguard.errors import ConfigurationError, InboxGuardError
+from inboxguard.sql.errors import is_retryable
+from inboxguard.testing._tap import Crash
 
-__all__ = ["Target"]
+if TYPE_CHECKING:
+    from inboxguard.testing._record import CaseRecord
+
+__all__ = ["Message", "Target", "attempt", "direct", "wait_for"]
+
+Message = Mapping[str, Any]
 
 
 class Target:
@@ -59,3 +67,34 @@ class Target:
             faults.reach(faults.FaultPoint.BEFORE_ACK, command_id or "")
             return result
         return call(**message)
+
+
+def wait_for(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``done`` until true; raise TimeoutError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            msg = f"timed out after {timeout}s waiting for {what}"
+            raise TimeoutError(msg)
+        time.sleep(0.005)
+
+
+def direct(message: Message, run: Callable[[Message], str]) -> str:
+    """The default courier: the delivery runs in the calling thread."""
+    return run(message)
+
+
+def attempt(target: Target, message: Message, record: CaseRecord) -> str:
+    """One delivery to the handler; its outcome as the broker would see it."""
+    try:
+        target(message, record.command_id)
+    except Crash as crash:
+        return f"crashed at {crash.point}"
+    except Exception as error:
+        name = type(error).__name__
+        if is_retryable(error):
+            return f"retry: {name}"
+        if isinstance(error, InboxGuardError):
+            return f"dead-lettered: {name}"
+        return f"failed: {name}: {error}"
+    return "acked"
