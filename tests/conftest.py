@@ -21,6 +21,9 @@ from sqlalchemy.engine import Engine
 
 import inboxguard
 
+#: The suite opts in to the testing kit's fixtures (users' projects must opt in too).
+pytest_plugins = ["inboxguard.testing"]
+
 REQUIRE = os.environ.get("INBOXGUARD_REQUIRE_SERVICES") == "1"
 PG_ADMIN_URL = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 MYSQL_ADMIN_URL = os.environ.get("INBOXGUARD_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from inboxguard._core import faults
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import digest_of, earlier_digest
@@ -242,6 +243,8 @@ class EffectLedger:
             )
             self._rec.to_unknown(held, "send", bad)
             raise bad
+        if faults.hook is not None:
+            faults.reach(faults.FaultPoint.PROVIDER_ACCEPTED, held.key)
         self._rec.confirm(held, receipt)
         return receipt
 

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.engine import Result
 from sqlalchemy.exc import DBAPIError
 
+from inboxguard._core import faults
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.errors import ConfigurationError, PayloadMismatchError
@@ -164,6 +165,8 @@ class GuardFlows:
                 delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
             )
             raise found
+        if faults.hook is not None and not found.duplicate:
+            faults.reach(faults.FaultPoint.HANDLER_RUNS, delivery.command_id)
         end: BlockExit = yield HandOver(found)
         if not end.kept:
             raise _boundary_error(delivery, self._boundary) from end.error
@@ -171,6 +174,8 @@ class GuardFlows:
             stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))
             if stored.rowcount != 1:
                 raise _vanished_error(delivery, stored.rowcount)
+        if faults.hook is not None and end.error is None:
+            faults.reach(faults.FaultPoint.BEFORE_COMMIT, delivery.command_id)
 
     def quarantine(
         self,

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from inboxguard import EffectLedger
+from inboxguard.testing import Crash, FaultPoint, crash_at
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
 
@@ -20,35 +20,21 @@ LEASE = dt.timedelta(seconds=30)
 WINDOW = dt.timedelta(hours=24)
 
 
-class Killed(BaseException):
-    """The worker process dies here: nothing after this point runs."""
+#: The worker process dies: the kit's crash, which handler code cannot swallow.
+Killed = Crash
 
 
 @contextmanager
 def dies_after_charge(gw: SandboxGateway) -> Iterator[None]:
-    """Kill the worker right after ``gw`` charges, as ``kill -9`` would.
+    """Kill the worker right after ``gw`` accepts a charge, as ``kill -9`` would.
 
-    The gateway raises :class:`Killed` once it has applied the charge, and
-    from then until the block ends every statement on its engine (the one the
-    ledger writes to) raises :class:`Killed` too: the dead process records
-    nothing more, so the effect stays ``prepared`` under its lease. (An
-    in-process ``BaseException`` alone would be recorded as ``unknown``.)
+    The kit's fault point between the provider's answer and the ledger's
+    record raises :class:`Killed` once: the dead worker records nothing more,
+    so the effect stays ``prepared`` under its lease. (A call that settles by
+    lookup sends nothing and so does not die.)
     """
-
-    def dead(*_: object) -> None:
-        raise Killed("the worker is dead: nothing more reaches the database")
-
-    def kill(key: str) -> None:
-        event.listen(gw.engine, "before_cursor_execute", dead)
-        raise Killed(key)
-
-    gw.after_apply = kill
-    try:
+    with crash_at(FaultPoint.PROVIDER_ACCEPTED):
         yield
-    finally:
-        gw.after_apply = None
-        if event.contains(gw.engine, "before_cursor_execute", dead):
-            event.remove(gw.engine, "before_cursor_execute", dead)
 
 
 @pytest.fixture

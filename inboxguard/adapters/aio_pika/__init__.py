@@ -44,6 +44,7 @@ from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from inboxguard import Inbox, QuarantineReason
+from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
@@ -156,6 +157,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
                 outcome = outcome.recorded(await run.record(error, delivery, _reason(outcome)))
             step = attempt.settle(outcome, error, cid, details)
         else:
+            faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
             step = Step.ACK
         await _perform(step, message, attempt, exchange)
 

@@ -14,7 +14,7 @@ from celery import Task, shared_task
 from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
 from inboxguard import Inbox, QuarantineReason
-from inboxguard._core import headers
+from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import (
@@ -162,6 +162,7 @@ class InboxTask(Task):  # type: ignore[misc]
             if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
                 self._settle(exc, command_id, self._payload(args, kwargs), details)
             raise
+        faults.reach(faults.FaultPoint.BEFORE_ACK, command_id)
         return result
 
     def _settle(

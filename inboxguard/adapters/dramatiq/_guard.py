@@ -25,6 +25,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from inboxguard import QuarantineReason
+from inboxguard._core import faults
 from inboxguard._core.extract import Getter, payload_of
 from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
@@ -304,6 +305,7 @@ class GuardedFn(GuardCore):
             if entry.duplicate:
                 return entry.result
             entry.result = result = self.fn(*args, **kwargs)
+        faults.reach(faults.FaultPoint.BEFORE_ACK, given.command_id)
         return result
 
 

@@ -49,6 +49,7 @@ from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
 from inboxguard import Inbox, QuarantineReason
+from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
@@ -173,6 +174,7 @@ def guarded(  # noqa: PLR0913 - the issue's signature
                 outcome = outcome.recorded(written)
             step = attempt.settle(outcome, error, cid, details)
         else:
+            faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
             step = Step.ACK
         _perform(step, message, cid, attempt, producer)
 
