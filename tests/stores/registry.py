@@ -1,0 +1,27 @@
+"""Every store of the shared inbox guarantee suite: name -> factory.
+
+A factory takes the pytest request (to reach session fixtures such as
+``pg_url``) and is a context manager yielding a
+:class:`tests.stores.harness.StoreHarness` on an isolated store. A new store
+is one module beside this one and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import pytest
+
+from tests.stores.harness import StoreHarness
+from tests.stores.sql_store import sql_store
+
+__all__ = ["STORES", "StoreFactory"]
+
+StoreFactory = Callable[[pytest.FixtureRequest], AbstractContextManager[StoreHarness]]
+
+STORES: dict[str, StoreFactory] = {
+    "sql-sqlite": sql_store("sqlite"),
+    "sql-postgresql": sql_store("postgresql"),
+    "sql-mysql": sql_store("mysql"),
+}
