@@ -1,0 +1,13 @@
+"""The Redis inbox: the inbox's guarantee where the consumer's state and the
+evidence live in Redis and ``MULTI``/``EXEC`` is the transaction.
+
+The store-specific I/O lives here (keys, Lua scripts, the two drivers, the
+server checks); every decision is the inbox's own (:mod:`inboxguard.inbox._decide`).
+"""
+
+from __future__ import annotations
+
+from inboxguard.inbox.redis._inbox import RedisInbox
+from inboxguard.inbox.redis._server import RedisDurability
+
+__all__ = ["RedisDurability", "RedisInbox"]

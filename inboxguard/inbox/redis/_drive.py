@@ -1,0 +1,385 @@
+"""The two drivers of :mod:`._flow`: sync (``redis.Redis`` pipelines) and
+asyncio (``redis.asyncio`` pipelines), side by side.
+
+Each only performs the flow's requests on the caller's pipeline (``WATCH``,
+the claim script, ``MULTI``, the queued claim, ``EXEC``) or, for what must
+not ride in the caller's transaction (quarantine records, re-reading the
+evidence, giving a lease back), on a client of the same server. An error
+raised while performing a request is thrown back into the flow, which
+decides what it means. The pipeline is reset when the guard ends, whatever
+happened (redis-py resets it after ``EXEC`` too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, closing, contextmanager
+from typing import Any, NoReturn
+
+from inboxguard._core.context import session_var
+from inboxguard.errors import ConfigurationError
+from inboxguard.inbox._quarantine import log_write_failure
+from inboxguard.inbox._records import InboxEntry
+from inboxguard.inbox.redis._flow import (
+    Begin,
+    BlockExit,
+    ClaimLease,
+    Commit,
+    HandOver,
+    Inspect,
+    Pause,
+    RedisFlow,
+    Refuse,
+    Release,
+    Request,
+    SlotTable,
+    found_from_hash,
+    found_from_reply,
+)
+from inboxguard.inbox.redis._keys import KeySpace
+from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
+
+__all__ = ["check_pipeline", "drive_async", "drive_sync", "quarantine_args", "write_quarantine"]
+
+_SYNC_ONLY = (
+    "guard() needs a transactional redis-py pipeline: `with client.pipeline() as pipe:"
+    " with inbox.guard(pipe, ...)`, got {type}; for a redis.asyncio pipeline use guard_async()"
+)
+_ASYNC_ONLY = (
+    "guard_async() needs a redis.asyncio pipeline: `async with client.pipeline() as pipe:"
+    " async with inbox.guard_async(pipe, ...)`, got {type}; for a sync pipeline use guard()"
+)
+
+
+def check_pipeline(pipe: object, *, asynchronous: bool) -> None:
+    """Refuse anything but a fresh redis-py pipeline of the right kind.
+
+    Raises:
+        ConfigurationError: not a pipeline (a client, a connection), the wrong
+            kind (sync or asyncio), already in ``MULTI``, or with commands
+            already queued (they would commit without the guard's claim).
+    """
+    wrong = _ASYNC_ONLY if asynchronous else _SYNC_ONLY
+    needed = ("watch", "multi", "execute", "execute_command", "command_stack", "reset")
+    if not all(hasattr(pipe, name) for name in needed):
+        raise ConfigurationError(wrong.format(type=type(pipe).__name__))
+    if asyncio.iscoroutinefunction(pipe.execute) is not asynchronous:  # type: ignore[attr-defined]
+        raise ConfigurationError(wrong.format(type=type(pipe).__name__))
+    if getattr(pipe, "explicit_transaction", False) or pipe.command_stack:  # type: ignore[attr-defined]
+        msg = (
+            "the pipeline passed to the guard already has commands queued or is in MULTI:"
+            " they would commit without the inbox's claim. Pass a fresh pipeline and queue"
+            " the writes inside the guarded block"
+        )
+        raise ConfigurationError(msg)
+
+
+def quarantine_args(keys: KeySpace, values: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """The keys and arguments of the quarantine script for ``values``."""
+    identity = keys.quarantine_identity_key(
+        values["consumer"], values["command_id"], values["reason"], values["incoming_digest"]
+    )
+    args = [
+        keys.quarantine_record,
+        values["consumer"],
+        values["command_id"],
+        values["reason"],
+        values["incoming_digest"],
+        values["stored_digest"] or "",
+        values["last_seen_at"].isoformat(),
+        values["details"] or "",
+    ]
+    return [keys.quarantine_seq, keys.quarantine_index, identity], args
+
+
+def write_quarantine(client: Any, keys: KeySpace, values: dict[str, Any]) -> bool:
+    """Write a quarantine record through ``client``; False (logged at ERROR) on failure."""
+    try:
+        script_keys, args = quarantine_args(keys, values)
+        run_script(client, QUARANTINE, script_keys, args)
+    except Exception:
+        log_write_failure(values)
+        return False
+    return True
+
+
+def run_script(conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    """``EVALSHA``, loading the script with ``EVAL`` when the server lacks it."""
+    try:
+        return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except Exception as error:
+        if not _no_script(error):
+            raise
+        return conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
+
+
+async def run_script_async(
+    conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]
+) -> Any:
+    """:func:`run_script` on a redis.asyncio connection."""
+    try:
+        return await conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except Exception as error:
+        if not _no_script(error):
+            raise
+        return await conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
+
+
+def _no_script(error: Exception) -> bool:
+    """The server does not have the script yet (redis-py's ``NoScriptError``)."""
+    return type(error).__name__ == "NoScriptError" or "NOSCRIPT" in str(error)
+
+
+def _resume(flow: RedisFlow, reply: Any = None, error: Exception | None = None) -> Request | None:
+    try:
+        return flow.send(reply) if error is None else flow.throw(error)
+    except StopIteration:
+        return None
+
+
+def _unexpected(request: object) -> NoReturn:
+    msg = f"the Redis guard flow asked for {request!r} out of order"
+    raise RuntimeError(msg)
+
+
+def _is_watch_error(error: BaseException) -> bool:
+    from redis.exceptions import WatchError  # noqa: PLC0415 - redis is optional
+
+    return isinstance(error, WatchError)
+
+
+def _kept(pipe: Any, mark: object) -> bool:
+    """The pipeline is still in the guard's MULTI, with its claim queued first."""
+    if not getattr(pipe, "explicit_transaction", False):
+        return False
+    return mark is None or (bool(pipe.command_stack) and pipe.command_stack[0] is mark)
+
+
+def _queued(pipe: Any, ours: int) -> tuple[tuple[Any, ...], ...]:
+    return tuple(tuple(args) for args, _options in pipe.command_stack[ours:])
+
+
+def _keys_of(reply: Any) -> list[Any]:
+    return list(reply) if isinstance(reply, list | tuple) else []
+
+
+# -- sync ------------------------------------------------------------------------------
+
+
+class _Sync:
+    def __init__(self, pipe: Any, client: Any, keys: KeySpace) -> None:
+        self.pipe, self.client, self.keys = pipe, client, keys
+        self.watching = False
+
+    def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
+        pipe = self.pipe
+        match request:
+            case Begin():
+                check_pipeline(pipe, asynchronous=False)
+                return None
+            case ClaimLease(keys, token, lease_ms):
+                if not self.watching:
+                    pipe.watch(keys.evidence)
+                    self.watching = True
+                reply = run_script(pipe, CLAIM, [keys.evidence, keys.lease], [token, lease_ms])
+                return found_from_reply(reply)
+            case Pause(seconds):
+                time.sleep(seconds)
+                return None
+            case SlotTable(commands):
+                return [self._command_keys(command) for command in commands]
+            case Commit(extra):
+                for command in extra:
+                    pipe.execute_command(*command)
+                try:
+                    pipe.execute()
+                except Exception as error:
+                    if _is_watch_error(error):
+                        return False
+                    raise
+                return True
+            case Inspect(keys):
+                return found_from_hash(self.client.hgetall(keys.evidence))
+            case Release(keys, token):
+                run_script(self.client, RELEASE, [keys.lease], [token])
+                return None
+            case Refuse(values):
+                return write_quarantine(self.client, self.keys, values)
+            case _:
+                _unexpected(request)
+
+    def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
+        try:
+            return _keys_of(self.client.execute_command("COMMAND", "GETKEYS", *command))
+        except Exception as error:
+            if "no key arguments" in str(error).lower():
+                return []
+            raise
+
+    def step(self, flow: RedisFlow, request: Request) -> Request | None:
+        try:
+            reply = self.perform(request)
+        except Exception as error:
+            return _resume(flow, error=error)
+        return _resume(flow, reply)
+
+    def finish(self, flow: RedisFlow, request: Request | None) -> None:
+        while request is not None:
+            if isinstance(request, HandOver):
+                _unexpected(request)
+            request = self.step(flow, request)
+
+
+@contextmanager
+def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Iterator[InboxEntry]:
+    """Run a Redis guard flow on the caller's sync pipeline; records go through ``client``."""
+    driver = _Sync(pipe, client, keys)
+    with closing(flow):
+        try:
+            request = _resume(flow)
+            while request is not None:
+                if not isinstance(request, HandOver):
+                    request = driver.step(flow, request)
+                    continue
+                pipe.multi()
+                for command in request.claim:
+                    pipe.execute_command(*command)
+                mark = pipe.command_stack[0] if request.claim else None
+                ours = len(request.claim)
+                token = session_var.set(pipe)
+                try:
+                    yield request.entry
+                except Exception as error:
+                    end = BlockExit(_kept(pipe, mark), (), error)
+                    pipe.reset()
+                    driver.finish(flow, _resume(flow, end))
+                    raise
+                finally:
+                    session_var.reset(token)
+                kept = _kept(pipe, mark)
+                end = BlockExit(kept, _queued(pipe, ours) if kept else ())
+                request = _resume(flow, end)
+        finally:
+            pipe.reset()
+
+
+# -- asyncio ---------------------------------------------------------------------------
+
+
+class _Async:
+    def __init__(self, pipe: Any, keys: KeySpace) -> None:
+        self.pipe, self.keys = pipe, keys
+        self.watching = False
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """A redis.asyncio client on the pipeline's own connection pool."""
+        if self._client is None:
+            from redis.asyncio import Redis  # noqa: PLC0415 - redis is optional
+
+            self._client = Redis(connection_pool=self.pipe.connection_pool)
+        return self._client
+
+    async def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
+        pipe = self.pipe
+        match request:
+            case Begin():
+                check_pipeline(pipe, asynchronous=True)
+                return None
+            case ClaimLease(keys, token, lease_ms):
+                if not self.watching:
+                    await pipe.watch(keys.evidence)
+                    self.watching = True
+                reply = await run_script_async(
+                    pipe, CLAIM, [keys.evidence, keys.lease], [token, lease_ms]
+                )
+                return found_from_reply(reply)
+            case Pause(seconds):
+                await asyncio.sleep(seconds)
+                return None
+            case SlotTable(commands):
+                return [await self._command_keys(command) for command in commands]
+            case Commit(extra):
+                for command in extra:
+                    pipe.execute_command(*command)
+                try:
+                    await pipe.execute()
+                except Exception as error:
+                    if _is_watch_error(error):
+                        return False
+                    raise
+                return True
+            case Inspect(keys):
+                stored = await self.client.hgetall(keys.evidence)
+                return found_from_hash(stored)
+            case Release(keys, token):
+                await run_script_async(self.client, RELEASE, [keys.lease], [token])
+                return None
+            case Refuse(values):
+                try:
+                    script_keys, args = quarantine_args(self.keys, values)
+                    await run_script_async(self.client, QUARANTINE, script_keys, args)
+                except Exception:
+                    log_write_failure(values)
+                    return False
+                return True
+            case _:
+                _unexpected(request)
+
+    async def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
+        try:
+            return _keys_of(await self.client.execute_command("COMMAND", "GETKEYS", *command))
+        except Exception as error:
+            if "no key arguments" in str(error).lower():
+                return []
+            raise
+
+    async def step(self, flow: RedisFlow, request: Request) -> Request | None:
+        try:
+            reply = await self.perform(request)
+        except Exception as error:
+            return _resume(flow, error=error)
+        return _resume(flow, reply)
+
+    async def finish(self, flow: RedisFlow, request: Request | None) -> None:
+        while request is not None:
+            if isinstance(request, HandOver):
+                _unexpected(request)
+            request = await self.step(flow, request)
+
+
+@asynccontextmanager
+async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterator[InboxEntry]:
+    """Run a Redis guard flow on the caller's redis.asyncio pipeline; records go
+    through a client on the pipeline's own connection pool."""
+    driver = _Async(pipe, keys)
+    with closing(flow):
+        try:
+            request = _resume(flow)
+            while request is not None:
+                if not isinstance(request, HandOver):
+                    request = await driver.step(flow, request)
+                    continue
+                pipe.multi()
+                for command in request.claim:
+                    pipe.execute_command(*command)
+                mark = pipe.command_stack[0] if request.claim else None
+                ours = len(request.claim)
+                token = session_var.set(pipe)
+                try:
+                    yield request.entry
+                except Exception as error:
+                    end = BlockExit(_kept(pipe, mark), (), error)
+                    await pipe.reset()
+                    await driver.finish(flow, _resume(flow, end))
+                    raise
+                finally:
+                    session_var.reset(token)
+                kept = _kept(pipe, mark)
+                end = BlockExit(kept, _queued(pipe, ours) if kept else ())
+                request = _resume(flow, end)
+        finally:
+            await pipe.reset()
