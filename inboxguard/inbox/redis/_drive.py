@@ -171,13 +171,14 @@ def _keys_of(reply: Any) -> list[Any]:
 class _Sync:
     def __init__(self, pipe: Any, client: Any, keys: KeySpace) -> None:
         self.pipe, self.client, self.keys = pipe, client, keys
-        self.watching = False
+        self.watching = self.checked = False
 
     def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
         pipe = self.pipe
         match request:
             case Begin():
                 check_pipeline(pipe, asynchronous=False)
+                self.checked = True
                 return None
             case ClaimLease(keys, token, lease_ms):
                 if not self.watching:
@@ -212,7 +213,7 @@ class _Sync:
 
     def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
         try:
-            return _keys_of(self.client.execute_command("COMMAND", "GETKEYS", *command))
+            return _keys_of(self.client.command_getkeys(*command))
         except Exception as error:
             if "no key arguments" in str(error).lower():
                 return []
@@ -262,7 +263,8 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
                 end = BlockExit(kept, _queued(pipe, ours) if kept else ())
                 request = _resume(flow, end)
         finally:
-            pipe.reset()
+            if driver.checked:  # never touch an object that is not a fresh pipeline
+                pipe.reset()
 
 
 # -- asyncio ---------------------------------------------------------------------------
@@ -271,7 +273,7 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
 class _Async:
     def __init__(self, pipe: Any, keys: KeySpace) -> None:
         self.pipe, self.keys = pipe, keys
-        self.watching = False
+        self.watching = self.checked = False
         self._client: Any = None
 
     @property
@@ -288,6 +290,7 @@ class _Async:
         match request:
             case Begin():
                 check_pipeline(pipe, asynchronous=True)
+                self.checked = True
                 return None
             case ClaimLease(keys, token, lease_ms):
                 if not self.watching:
@@ -331,7 +334,7 @@ class _Async:
 
     async def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
         try:
-            return _keys_of(await self.client.execute_command("COMMAND", "GETKEYS", *command))
+            return _keys_of(await self.client.command_getkeys(*command))
         except Exception as error:
             if "no key arguments" in str(error).lower():
                 return []
@@ -382,4 +385,5 @@ async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterat
                 end = BlockExit(kept, _queued(pipe, ours) if kept else ())
                 request = _resume(flow, end)
         finally:
-            await pipe.reset()
+            if driver.checked:
+                await pipe.reset()
