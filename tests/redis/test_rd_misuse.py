@@ -116,7 +116,7 @@ def test_rd7_a_key_in_another_slot_is_refused_before_exec(
     assert box.lookup("c", "o1", hash_tag="acct-1") is not None
     # Without a tag, the inbox's own keys are tagged by the command: a user
     # key is then in another slot, and the error says to pass hash_tag.
-    with pytest.raises(ConfigurationError, match="hash_tag="):
+    with pytest.raises(ConfigurationError, match=r"hash_tag="):
         with redis_client.pipeline() as pipe:
             with box.guard(pipe, consumer="c", command_id="o2", payload={}):
                 pipe.incrby(f"{key_prefix}balance:{{acct-1}}", 5)
@@ -126,15 +126,13 @@ def test_rd7_a_key_in_another_slot_is_refused_before_exec(
                 pass
 
 
-def test_rd7_a_command_failing_inside_exec_is_reported(
-    redis_client: Any, key_prefix: str
-) -> None:
+def test_rd7_a_command_failing_inside_exec_is_reported(redis_client: Any, key_prefix: str) -> None:
     """Redis does not roll back an EXEC whose command fails at run time (INCRBY
     on a list): the claim and the other writes stay applied, the error reaches
     the caller, and the redelivery is a duplicate (never applied twice)."""
     box = _box(redis_client, key_prefix)
     redis_client.rpush(f"{key_prefix}not-a-number", "x")
-    with pytest.raises(Exception, match="WRONGTYPE|not an integer"):
+    with pytest.raises(Exception, match=r"WRONGTYPE|not an integer"):
         with redis_client.pipeline() as pipe:
             with box.guard(pipe, consumer="c", command_id="rt", payload={}):
                 pipe.rpush(f"{key_prefix}applied", "rt")
@@ -151,7 +149,7 @@ def test_rd7_a_command_refused_when_queued_applies_nothing(
     """A command the server refuses while queuing (unknown command) aborts the
     whole EXEC: no claim, no write; the lease is given back."""
     box = _box(redis_client, key_prefix)
-    with pytest.raises(Exception, match="EXECABORT|unknown command"):
+    with pytest.raises(Exception, match=r"EXECABORT|unknown command"):
         with redis_client.pipeline() as pipe:
             with box.guard(pipe, consumer="c", command_id="q", payload={}):
                 pipe.rpush(f"{key_prefix}applied", "q")

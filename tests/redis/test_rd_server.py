@@ -44,9 +44,9 @@ def test_rd5_an_evicting_server_is_refused(evicting: Any, key_prefix: str) -> No
     assert box.maxmemory_policy == "allkeys-lru"
     assert "may delete evidence" in box.durability().summary
     with pytest.raises(ConfigurationError, match="maxmemory-policy"):
-        RedisInbox(
-            evicting, retention=DAY, key_prefix=key_prefix, allow_eviction=True
-        ).__class__(evicting, retention=DAY, key_prefix=key_prefix)
+        RedisInbox(evicting, retention=DAY, key_prefix=key_prefix, allow_eviction=True).__class__(
+            evicting, retention=DAY, key_prefix=key_prefix
+        )
 
 
 def test_rd5_check_schema_checks_the_policy_again(evicting: Any, key_prefix: str) -> None:

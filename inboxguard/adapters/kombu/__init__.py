@@ -107,7 +107,7 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     handler: Callable[[Any, Message], Any],
     inbox: AnyInbox,
     *,
-    session_factory: Callable[[], Session],
+    session_factory: Callable[[], Any],
     command_id: IdSpec = None,
     consumer: str,
     exclude: Iterable[str] = (),
