@@ -32,8 +32,7 @@ def test_rd2_eight_processes_apply_each_command_once(redis_client: Any, key_pref
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), REDIS_URL, key_prefix]
-            + [str(w), str(commands), str(shared)],
+            [sys.executable, str(WORKER), REDIS_URL, key_prefix, *map(str, (w, commands, shared))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
