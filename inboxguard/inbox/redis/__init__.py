@@ -7,7 +7,16 @@ server checks); every decision is the inbox's own (:mod:`inboxguard.inbox._decid
 
 from __future__ import annotations
 
+from inboxguard.inbox.redis import _operations as operations
 from inboxguard.inbox.redis._inbox import RedisInbox
+from inboxguard.inbox.redis._operations import RedisConsumerStats, RedisExplanation, RedisStats
 from inboxguard.inbox.redis._server import RedisDurability
 
-__all__ = ["RedisDurability", "RedisInbox"]
+__all__ = [
+    "RedisConsumerStats",
+    "RedisDurability",
+    "RedisExplanation",
+    "RedisInbox",
+    "RedisStats",
+    "operations",
+]

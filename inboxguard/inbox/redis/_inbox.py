@@ -264,6 +264,40 @@ class RedisInbox:
         now = {"replayed_at": checked_now(self.clock), "receipt": receipt}
         return self._records.record_replay(record, {**values, **now})
 
+    def quarantine_records_of(self, consumer: str, command_id: str) -> list[QuarantineRecord]:
+        """Every quarantine record of one command, whatever its status, oldest first."""
+        found = self._records.quarantine(consumer, None)
+        return [record for record in found if record.command_id == command_id]
+
+    def release_quarantine(
+        self, record_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
+        """Let a quarantined command be processed again: resolve the open record
+        and delete the evidence that refused it (when its digest is the one the
+        record names), keeping who and why in the record's action trail
+        (:meth:`quarantine_actions`). False when no record is open with that id."""
+        record = self.quarantine_record(record_id)
+        if record is None or record.status != "open":
+            return False
+        removed = None
+        if record.stored_digest is not None:
+            found = self.lookup(record.consumer, record.command_id)
+            if found is not None and found.digest == record.stored_digest:
+                self.client.delete(self.keys.command(record.consumer, record.command_id).evidence)
+                removed = found
+        if not self.resolve_quarantine(record_id):
+            return False
+        self._records.record_action(
+            record, "release", actor, reason, checked_now(self.clock), removed
+        )
+        return True
+
+    def quarantine_actions(self, record_id: int) -> list[dict[str, Any]]:
+        """The recorded releases of a record, oldest first, as plain dicts
+        (``action``, ``actor``, ``reason``, ``acted_at``, ``evidence_digest``,
+        ``evidence_processed_at``)."""
+        return self._records.actions(record_id)
+
     def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
         """The recorded replays of a quarantine record, oldest first."""
         record = self.quarantine_record(record_id)

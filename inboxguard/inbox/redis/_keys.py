@@ -93,6 +93,7 @@ class KeySpace:
         self.quarantine_record = base + "record:"
         self.quarantine_identity = base + "identity:"
         self.quarantine_replays = base + "replays:"
+        self.quarantine_actions = base + "actions:"
 
     def command(self, consumer: str, command_id: str, hash_tag: str | None = None) -> CommandKeys:
         """The keys of (``consumer``, ``command_id``), tagged ``hash_tag`` or by default."""

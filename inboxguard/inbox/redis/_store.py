@@ -159,6 +159,38 @@ class RedisRecords:
             )
         return replays
 
+    def record_action(
+        self,
+        record: QuarantineRecord,
+        action: str,
+        actor: str | None,
+        reason: str | None,
+        now: dt.datetime,
+        removed: InboxRecord | None,
+    ) -> None:
+        """Append an operator action to the record's trail (no expiry)."""
+        item = {
+            "action": action,
+            "actor": actor,
+            "reason": reason,
+            "acted_at": now.isoformat(),
+            "evidence_digest": removed.digest if removed else None,
+            "evidence_processed_at": removed.processed_at.isoformat() if removed else None,
+        }
+        self._client.rpush(self._keys.quarantine_actions + str(record.id), json.dumps(item))
+
+    def actions(self, record_id: int) -> list[dict[str, Any]]:
+        """The operator actions on a record, oldest first."""
+        key = self._keys.quarantine_actions + str(int(record_id))
+        found = []
+        for raw in self._client.lrange(key, 0, -1):
+            item = json.loads(_text(raw))
+            item["acted_at"] = dt.datetime.fromisoformat(item["acted_at"])
+            processed = item.get("evidence_processed_at")
+            item["evidence_processed_at"] = _when(processed)
+            found.append(item)
+        return found
+
     def drop(self, batch: int = 500) -> int:
         """Delete every key of the prefix (evidence, leases, quarantine); return how many."""
         pattern = escape_pattern(self._keys.prefix) + "*"
