@@ -1,5 +1,5 @@
-"""The two drivers of :mod:`._flow`: sync (``redis.Redis`` pipelines) and
-asyncio (``redis.asyncio`` pipelines), side by side.
+"""The sync driver of :mod:`._flow` (``redis.Redis`` pipelines), and what the
+asyncio one (:mod:`._drive_async`) shares with it.
 
 Each only performs the flow's requests on the caller's pipeline (``WATCH``,
 the claim script, ``MULTI``, the queued claim, ``EXEC``) or, for what must
@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, closing, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from typing import Any, NoReturn
 
 from inboxguard._core.context import session_var
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
-from inboxguard.inbox.redis._flow import (
+from inboxguard.inbox.redis._keys import KeySpace
+from inboxguard.inbox.redis._requests import (
     Begin,
     BlockExit,
     ClaimLease,
@@ -38,10 +39,22 @@ from inboxguard.inbox.redis._flow import (
     found_from_hash,
     found_from_reply,
 )
-from inboxguard.inbox.redis._keys import KeySpace
 from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
 
-__all__ = ["check_pipeline", "drive_async", "drive_sync", "quarantine_args", "write_quarantine"]
+__all__ = [
+    "check_pipeline",
+    "drive_sync",
+    "is_watch_error",
+    "keys_of",
+    "no_script",
+    "quarantine_args",
+    "queued_commands",
+    "resume",
+    "run_script",
+    "still_ours",
+    "unexpected",
+    "write_quarantine",
+]
 
 _SYNC_ONLY = (
     "guard() needs a transactional redis-py pipeline: `with client.pipeline() as pipe:"
@@ -110,58 +123,46 @@ def run_script(conn: Any, script: Script, keys: Sequence[Any], args: Sequence[An
     try:
         return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
     except Exception as error:
-        if not _no_script(error):
+        if not no_script(error):
             raise
         return conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
 
 
-async def run_script_async(
-    conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]
-) -> Any:
-    """:func:`run_script` on a redis.asyncio connection."""
-    try:
-        return await conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-    except Exception as error:
-        if not _no_script(error):
-            raise
-        return await conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
-
-
-def _no_script(error: Exception) -> bool:
+def no_script(error: Exception) -> bool:
     """The server does not have the script yet (redis-py's ``NoScriptError``)."""
     return type(error).__name__ == "NoScriptError" or "NOSCRIPT" in str(error)
 
 
-def _resume(flow: RedisFlow, reply: Any = None, error: Exception | None = None) -> Request | None:
+def resume(flow: RedisFlow, reply: Any = None, error: Exception | None = None) -> Request | None:
     try:
         return flow.send(reply) if error is None else flow.throw(error)
     except StopIteration:
         return None
 
 
-def _unexpected(request: object) -> NoReturn:
+def unexpected(request: object) -> NoReturn:
     msg = f"the Redis guard flow asked for {request!r} out of order"
     raise RuntimeError(msg)
 
 
-def _is_watch_error(error: BaseException) -> bool:
+def is_watch_error(error: BaseException) -> bool:
     from redis.exceptions import WatchError  # noqa: PLC0415 - redis is optional
 
     return isinstance(error, WatchError)
 
 
-def _kept(pipe: Any, mark: object) -> bool:
+def still_ours(pipe: Any, mark: object) -> bool:
     """The pipeline is still in the guard's MULTI, with its claim queued first."""
     if not getattr(pipe, "explicit_transaction", False):
         return False
     return mark is None or (bool(pipe.command_stack) and pipe.command_stack[0] is mark)
 
 
-def _queued(pipe: Any, ours: int) -> tuple[tuple[Any, ...], ...]:
+def queued_commands(pipe: Any, ours: int) -> tuple[tuple[Any, ...], ...]:
     return tuple(tuple(args) for args, _options in pipe.command_stack[ours:])
 
 
-def _keys_of(reply: Any) -> list[Any]:
+def keys_of(reply: Any) -> list[Any]:
     return list(reply) if isinstance(reply, list | tuple) else []
 
 
@@ -197,7 +198,7 @@ class _Sync:
                 try:
                     pipe.execute()
                 except Exception as error:
-                    if _is_watch_error(error):
+                    if is_watch_error(error):
                         return False
                     raise
                 return True
@@ -209,11 +210,11 @@ class _Sync:
             case Refuse(values):
                 return write_quarantine(self.client, self.keys, values)
             case _:
-                _unexpected(request)
+                return unexpected(request)
 
     def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
         try:
-            return _keys_of(self.client.command_getkeys(*command))
+            return keys_of(self.client.command_getkeys(*command))
         except Exception as error:
             if "no key arguments" in str(error).lower():
                 return []
@@ -223,13 +224,13 @@ class _Sync:
         try:
             reply = self.perform(request)
         except Exception as error:
-            return _resume(flow, error=error)
-        return _resume(flow, reply)
+            return resume(flow, error=error)
+        return resume(flow, reply)
 
     def finish(self, flow: RedisFlow, request: Request | None) -> None:
         while request is not None:
             if isinstance(request, HandOver):
-                _unexpected(request)
+                unexpected(request)
             request = self.step(flow, request)
 
 
@@ -239,7 +240,7 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
     driver = _Sync(pipe, client, keys)
     with closing(flow):
         try:
-            request = _resume(flow)
+            request = resume(flow)
             while request is not None:
                 if not isinstance(request, HandOver):
                     request = driver.step(flow, request)
@@ -253,137 +254,15 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
                 try:
                     yield request.entry
                 except Exception as error:
-                    end = BlockExit(_kept(pipe, mark), (), error)
+                    end = BlockExit(still_ours(pipe, mark), (), error)
                     pipe.reset()
-                    driver.finish(flow, _resume(flow, end))
+                    driver.finish(flow, resume(flow, end))
                     raise
                 finally:
                     session_var.reset(token)
-                kept = _kept(pipe, mark)
-                end = BlockExit(kept, _queued(pipe, ours) if kept else ())
-                request = _resume(flow, end)
+                kept = still_ours(pipe, mark)
+                end = BlockExit(kept, queued_commands(pipe, ours) if kept else ())
+                request = resume(flow, end)
         finally:
             if driver.checked:  # never touch an object that is not a fresh pipeline
                 pipe.reset()
-
-
-# -- asyncio ---------------------------------------------------------------------------
-
-
-class _Async:
-    def __init__(self, pipe: Any, keys: KeySpace) -> None:
-        self.pipe, self.keys = pipe, keys
-        self.watching = self.checked = False
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        """A redis.asyncio client on the pipeline's own connection pool."""
-        if self._client is None:
-            from redis.asyncio import Redis  # noqa: PLC0415 - redis is optional
-
-            self._client = Redis(connection_pool=self.pipe.connection_pool)
-        return self._client
-
-    async def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
-        pipe = self.pipe
-        match request:
-            case Begin():
-                check_pipeline(pipe, asynchronous=True)
-                self.checked = True
-                return None
-            case ClaimLease(keys, token, lease_ms):
-                if not self.watching:
-                    await pipe.watch(keys.evidence)
-                    self.watching = True
-                reply = await run_script_async(
-                    pipe, CLAIM, [keys.evidence, keys.lease], [token, lease_ms]
-                )
-                return found_from_reply(reply)
-            case Pause(seconds):
-                await asyncio.sleep(seconds)
-                return None
-            case SlotTable(commands):
-                return [await self._command_keys(command) for command in commands]
-            case Commit(extra):
-                for command in extra:
-                    pipe.execute_command(*command)
-                try:
-                    await pipe.execute()
-                except Exception as error:
-                    if _is_watch_error(error):
-                        return False
-                    raise
-                return True
-            case Inspect(keys):
-                stored = await self.client.hgetall(keys.evidence)
-                return found_from_hash(stored)
-            case Release(keys, token):
-                await run_script_async(self.client, RELEASE, [keys.lease], [token])
-                return None
-            case Refuse(values):
-                try:
-                    script_keys, args = quarantine_args(self.keys, values)
-                    await run_script_async(self.client, QUARANTINE, script_keys, args)
-                except Exception:
-                    log_write_failure(values)
-                    return False
-                return True
-            case _:
-                _unexpected(request)
-
-    async def _command_keys(self, command: tuple[Any, ...]) -> list[Any]:
-        try:
-            return _keys_of(await self.client.command_getkeys(*command))
-        except Exception as error:
-            if "no key arguments" in str(error).lower():
-                return []
-            raise
-
-    async def step(self, flow: RedisFlow, request: Request) -> Request | None:
-        try:
-            reply = await self.perform(request)
-        except Exception as error:
-            return _resume(flow, error=error)
-        return _resume(flow, reply)
-
-    async def finish(self, flow: RedisFlow, request: Request | None) -> None:
-        while request is not None:
-            if isinstance(request, HandOver):
-                _unexpected(request)
-            request = await self.step(flow, request)
-
-
-@asynccontextmanager
-async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterator[InboxEntry]:
-    """Run a Redis guard flow on the caller's redis.asyncio pipeline; records go
-    through a client on the pipeline's own connection pool."""
-    driver = _Async(pipe, keys)
-    with closing(flow):
-        try:
-            request = _resume(flow)
-            while request is not None:
-                if not isinstance(request, HandOver):
-                    request = await driver.step(flow, request)
-                    continue
-                pipe.multi()
-                for command in request.claim:
-                    pipe.execute_command(*command)
-                mark = pipe.command_stack[0] if request.claim else None
-                ours = len(request.claim)
-                token = session_var.set(pipe)
-                try:
-                    yield request.entry
-                except Exception as error:
-                    end = BlockExit(_kept(pipe, mark), (), error)
-                    await pipe.reset()
-                    await driver.finish(flow, _resume(flow, end))
-                    raise
-                finally:
-                    session_var.reset(token)
-                kept = _kept(pipe, mark)
-                end = BlockExit(kept, _queued(pipe, ours) if kept else ())
-                request = _resume(flow, end)
-        finally:
-            if driver.checked:
-                await pipe.reset()

@@ -8,7 +8,6 @@ module (and ``inboxguard``) imports without the ``redis`` package.
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
@@ -17,12 +16,13 @@ from inboxguard._core.checks import check_clock
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._handlers import async_handler, sync_handler
 from inboxguard.inbox._quarantine import QuarantineReplay
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
-from inboxguard.inbox.redis._drive import drive_async, drive_sync, write_quarantine
+from inboxguard.inbox.redis._checks import check_client, check_durations, is_cluster
+from inboxguard.inbox.redis._drive import drive_sync, write_quarantine
+from inboxguard.inbox.redis._drive_async import drive_async
 from inboxguard.inbox.redis._flow import RedisFlows
 from inboxguard.inbox.redis._keys import KeySpace
 from inboxguard.inbox.redis._server import RedisDurability, check_eviction, read_durability
@@ -87,8 +87,8 @@ class RedisInbox:
         allow_eviction: bool = False,
         cluster: bool | None = None,
     ) -> None:
-        _check_client(client)
-        _check_durations(lock_timeout, lease)
+        check_client(client)
+        check_durations(lock_timeout, lease)
         check_clock(clock)
         self.client = client
         self.keys = KeySpace(key_prefix)
@@ -98,7 +98,7 @@ class RedisInbox:
         self.lease = lease
         self.clock: Clock = clock or utc_now
         self.allow_eviction = allow_eviction
-        self.cluster = _is_cluster(client) if cluster is None else bool(cluster)
+        self.cluster = is_cluster(client) if cluster is None else bool(cluster)
         self.maxmemory_policy = check_eviction(client, allow_eviction=allow_eviction)
         self._flows = RedisFlows(
             self.keys, self.retention, self.clock, lock_timeout, lease, self.cluster
@@ -321,36 +321,3 @@ class RedisInbox:
         """Delete every key under the prefix (evidence, leases, quarantine);
         return how many. For tests and teardown."""
         return self._records.drop()
-
-
-def _check_client(client: object) -> None:
-    needed = ("pipeline", "execute_command", "hgetall", "info")
-    if all(hasattr(client, name) for name in needed) and not hasattr(client, "command_stack"):
-        execute = client.execute_command  # type: ignore[attr-defined]
-        if not _is_coroutine(execute):
-            return
-    msg = (
-        f"RedisInbox needs a sync redis-py client (redis.Redis or redis.RedisCluster), got"
-        f" {type(client).__name__}; guard() takes pipelines of it, and guard_async() takes"
-        " redis.asyncio pipelines on the same server"
-    )
-    raise ConfigurationError(msg)
-
-
-def _is_coroutine(fn: object) -> bool:
-    return inspect.iscoroutinefunction(fn)
-
-
-def _check_durations(lock_timeout: object, lease: object) -> None:
-    if lock_timeout is not None and (
-        not isinstance(lock_timeout, dt.timedelta) or lock_timeout < dt.timedelta(0)
-    ):
-        msg = f"lock_timeout must be a non-negative timedelta or None, got {lock_timeout!r}"
-        raise ConfigurationError(msg)
-    if not isinstance(lease, dt.timedelta) or lease < dt.timedelta(milliseconds=1):
-        msg = f"lease must be a timedelta of at least 1 ms, got {lease!r}"
-        raise ConfigurationError(msg)
-
-
-def _is_cluster(client: object) -> bool:
-    return any(cls.__name__ == "RedisCluster" for cls in type(client).__mro__)
