@@ -157,3 +157,37 @@ def test_rd7_a_command_refused_when_queued_applies_nothing(
     assert redis_client.lrange(f"{key_prefix}applied", 0, -1) == []
     assert box.lookup("c", "q") is None
     assert redis_client.exists(box.keys.command("c", "q").lease) == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"decode_responses": True}, {"protocol": 3}, {"protocol": 3, "decode_responses": True}],
+    ids=["decoded", "resp3", "resp3-decoded"],
+)
+def test_rd7_client_options_change_nothing(options: dict[str, Any], key_prefix: str) -> None:
+    """Decoded replies and RESP3 give the same decisions, results and records."""
+    import redis
+
+    from inboxguard import PayloadMismatchError
+    from tests.conftest import REDIS_URL
+
+    client = redis.Redis.from_url(REDIS_URL, **options)
+    box = _box(client, key_prefix, cluster=True)
+    tag = box.keys.command("c", "x").tag
+    try:
+        for _ in range(2):
+            with client.pipeline() as pipe:
+                with box.guard(pipe, consumer="c", command_id="x", payload={"a": 1}) as entry:
+                    if not entry.duplicate:
+                        pipe.incrby(f"{key_prefix}{{{tag}}}n", 1)
+                        entry.result = [1, "two"]
+        assert (entry.duplicate, entry.result) == (True, [1, "two"])
+        with pytest.raises(PayloadMismatchError), client.pipeline() as pipe:
+            with box.guard(pipe, consumer="c", command_id="x", payload={"a": 2}):
+                pass
+        (record,) = box.quarantined("c")
+        assert record.reason == "payload_mismatch"
+        assert box.lookup("c", "x").result == [1, "two"]  # type: ignore[union-attr]
+        assert int(client.get(f"{key_prefix}{{{tag}}}n")) == 1
+    finally:
+        client.close()
