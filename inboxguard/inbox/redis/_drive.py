@@ -44,10 +44,13 @@ from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
 __all__ = [
     "check_pipeline",
     "drive_sync",
+    "first_queued",
+    "in_multi",
     "is_watch_error",
     "keys_of",
     "no_script",
     "quarantine_args",
+    "queue_of",
     "queued_commands",
     "resume",
     "run_script",
@@ -80,7 +83,7 @@ def check_pipeline(pipe: object, *, asynchronous: bool) -> None:
         raise ConfigurationError(wrong.format(type=type(pipe).__name__))
     if asyncio.iscoroutinefunction(pipe.execute) is not asynchronous:  # type: ignore[attr-defined]
         raise ConfigurationError(wrong.format(type=type(pipe).__name__))
-    if getattr(pipe, "explicit_transaction", False) or pipe.command_stack:  # type: ignore[attr-defined]
+    if in_multi(pipe) or queue_of(pipe):
         msg = (
             "the pipeline passed to the guard already has commands queued or is in MULTI:"
             " they would commit without the inbox's claim. Pass a fresh pipeline and queue"
@@ -153,13 +156,41 @@ def is_watch_error(error: BaseException) -> bool:
 
 def still_ours(pipe: Any, mark: object) -> bool:
     """The pipeline is still in the guard's MULTI, with its claim queued first."""
-    if not getattr(pipe, "explicit_transaction", False):
+    if not in_multi(pipe):
         return False
-    return mark is None or (bool(pipe.command_stack) and pipe.command_stack[0] is mark)
+    queue = queue_of(pipe)
+    return mark is None or (bool(queue) and queue[0] is mark)
 
 
 def queued_commands(pipe: Any, ours: int) -> tuple[tuple[Any, ...], ...]:
-    return tuple(tuple(args) for args, _options in pipe.command_stack[ours:])
+    """The arguments of the commands queued after the guard's own ``ours``."""
+    return tuple(tuple(_args_of(entry)) for entry in queue_of(pipe)[ours:])
+
+
+def first_queued(pipe: Any) -> object:
+    """The first queued command (the guard's mark that the queue is still its own)."""
+    return queue_of(pipe)[0]
+
+
+def queue_of(pipe: Any) -> list[Any]:
+    """The pipeline's queued commands: ``command_stack`` on a redis-py pipeline,
+    its transaction strategy's ``command_queue`` on a ``ClusterPipeline``."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None and hasattr(strategy, "command_queue"):
+        return list(strategy.command_queue)
+    return list(pipe.command_stack)
+
+
+def in_multi(pipe: Any) -> bool:
+    """Whether ``multi()`` was called on the pipeline (commands are being queued)."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None and hasattr(strategy, "_explicit_transaction"):
+        return bool(strategy._explicit_transaction)  # noqa: SLF001 - no public flag
+    return bool(getattr(pipe, "explicit_transaction", False))
+
+
+def _args_of(entry: Any) -> Any:
+    return entry.args if hasattr(entry, "args") else entry[0]
 
 
 def keys_of(reply: Any) -> list[Any]:
@@ -248,7 +279,7 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
                 pipe.multi()
                 for command in request.claim:
                     pipe.execute_command(*command)
-                mark = pipe.command_stack[0] if request.claim else None
+                mark = first_queued(pipe) if request.claim else None
                 ours = len(request.claim)
                 token = session_var.set(pipe)
                 try:

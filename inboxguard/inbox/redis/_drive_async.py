@@ -14,6 +14,7 @@ from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._drive import (
     check_pipeline,
+    first_queued,
     is_watch_error,
     keys_of,
     no_script,
@@ -156,7 +157,7 @@ async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterat
                 pipe.multi()
                 for command in request.claim:
                     pipe.execute_command(*command)
-                mark = pipe.command_stack[0] if request.claim else None
+                mark = first_queued(pipe) if request.claim else None
                 ours = len(request.claim)
                 token = session_var.set(pipe)
                 try:
