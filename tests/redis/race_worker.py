@@ -1,6 +1,4 @@
-"""A race participant, run as its own process by test_rd_races.py.
-
-Usage: python race_worker.py URL PREFIX WORKER COMMANDS SHARED
+"""A race participant, run as its own (forked) process by test_rd_races.py.
 
 Delivers COMMANDS commands: SHARED from a pool every worker shares (in a
 worker-specific order), the rest its own. Each fresh command INCRBYs a total
@@ -9,19 +7,20 @@ shorter than some blocks (they sleep 0 to 30 ms), so some leases lapse
 mid-block, another worker claims the command, and one EXEC is aborted.
 InProgressError is retried later, as a broker would redeliver.
 
-Start barrier: prints ``ready`` and waits for a line on stdin. Prints one JSON
-line: applied, duplicates, busy (lease held past lock_timeout), aborted
-(EXEC aborted by a concurrent claim, nothing applied).
+Start barrier: every worker connects, then waits on a shared barrier. Puts
+one dict on the result queue: applied, duplicates, busy (lease held past
+lock_timeout), aborted (EXEC aborted by a concurrent claim, nothing applied),
+or error (the traceback).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
-import sys
 import time
+import traceback
 from collections import deque
+from typing import Any
 
 import redis
 
@@ -33,9 +32,15 @@ def amount_of(command_id: str) -> int:
     return int(command_id.rsplit("-", 1)[1]) + 1
 
 
-def main() -> None:
-    url, prefix, worker, commands, shared = sys.argv[1:6]
-    n, s, w = int(commands), int(shared), int(worker)
+def run_worker(url: str, prefix: str, w: int, n: int, s: int, barrier: Any, results: Any) -> None:
+    """Deliver this worker's commands; put its counts (or its error) on ``results``."""
+    try:
+        results.put(_deliver_all(url, prefix, w, n, s, barrier))
+    except BaseException:
+        results.put({"worker": w, "error": traceback.format_exc()})
+
+
+def _deliver_all(url: str, prefix: str, w: int, n: int, s: int, barrier: Any) -> dict[str, int]:
     client = redis.Redis.from_url(url)
     inbox = RedisInbox(
         client,
@@ -48,11 +53,10 @@ def main() -> None:
     pool = pool[w % 2 :] + pool[: w % 2]  # neighbours collide on the same commands
     queue = deque(pool + [f"own{w}-{i}" for i in range(n - s)])
     rng = random.Random(w + 100)
-    counts = {"applied": 0, "duplicates": 0, "busy": 0, "aborted": 0}
+    counts = {"worker": w, "applied": 0, "duplicates": 0, "busy": 0, "aborted": 0}
     client.ping()
-    print("ready", flush=True)
-    sys.stdin.readline()
-    deadline = time.monotonic() + 120
+    barrier.wait(60)
+    deadline = time.monotonic() + 60
     while queue:
         cid = queue.popleft()
         try:
@@ -69,8 +73,5 @@ def main() -> None:
             if time.monotonic() > deadline:
                 raise
             queue.append(cid)
-    print(json.dumps(counts), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    client.close()
+    return counts
