@@ -139,3 +139,28 @@ def test_rd3_a_concurrent_mismatch_while_the_block_ran_is_refused(
     assert redis_client.lrange(f"{key_prefix}applied", 0, -1) == [b"v2"]
     (record,) = box.quarantined("c")
     assert record.reason == "payload_mismatch"
+
+
+def test_rd3_keys_the_caller_watched_keep_their_meaning(redis_client: Any, key_prefix: str) -> None:
+    """A pipeline on which the caller WATCHed its own key (read-modify-write):
+    a change to that key during the block aborts the EXEC, claim included;
+    InProgressError, and the redelivery is fresh."""
+    box = RedisInbox(redis_client, retention=DAY, key_prefix=key_prefix)
+    stock = f"{key_prefix}stock"
+    redis_client.set(stock, 10)
+    with pytest.raises(InProgressError, match="a key the caller watched"):
+        with redis_client.pipeline() as pipe:
+            pipe.watch(stock)
+            left = int(pipe.get(stock))
+            with box.guard(pipe, consumer="c", command_id="w", payload={}):
+                redis_client.set(stock, 3)  # another client sells 7 meanwhile
+                pipe.set(stock, left - 1)
+    assert redis_client.get(stock) == b"3"
+    assert box.lookup("c", "w") is None
+    with redis_client.pipeline() as pipe:
+        pipe.watch(stock)
+        left = int(pipe.get(stock))
+        with box.guard(pipe, consumer="c", command_id="w", payload={}) as entry:
+            assert not entry.duplicate
+            pipe.set(stock, left - 1)
+    assert redis_client.get(stock) == b"2"
