@@ -12,7 +12,7 @@ happened (redis-py resets it after ``EXEC`` too).
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -81,7 +81,7 @@ def check_pipeline(pipe: object, *, asynchronous: bool) -> None:
     needed = ("watch", "multi", "execute", "execute_command", "command_stack", "reset")
     if not all(hasattr(pipe, name) for name in needed):
         raise ConfigurationError(wrong.format(type=type(pipe).__name__))
-    if asyncio.iscoroutinefunction(pipe.execute) is not asynchronous:  # type: ignore[attr-defined]
+    if inspect.iscoroutinefunction(pipe.execute) is not asynchronous:  # type: ignore[attr-defined]
         raise ConfigurationError(wrong.format(type=type(pipe).__name__))
     if in_multi(pipe) or queue_of(pipe):
         msg = (
