@@ -99,3 +99,24 @@ def test_rd9_dramatiq_refuses_async_actors_on_a_redis_inbox(
         )
     with pytest.raises(ConfigurationError, match=r"inboxguard.Inbox or inboxguard.RedisInbox"):
         InboxMiddleware(object(), session_factory=lambda: redis_client)  # type: ignore[arg-type]
+
+
+def test_rd9_handler_decorator_runs_once_and_returns_the_stored_result(
+    redis_client: Any, key_prefix: str
+) -> None:
+    """RedisInbox.handler: fn(pipe, ...) runs once per command; a duplicate
+    returns the stored result without running it."""
+    box = RedisInbox(redis_client, retention=DAY, key_prefix=key_prefix)
+    runs: list[str] = []
+
+    @box.handler(consumer="h", command_id="cid")
+    def credit(pipe: Any, cid: str, amount: int) -> dict[str, int]:
+        runs.append(cid)
+        pipe.incrby(f"{key_prefix}total", amount)
+        return {"credited": amount}
+
+    for _ in range(2):
+        with redis_client.pipeline() as pipe:
+            assert credit(pipe, "h-1", 4) == {"credited": 4}
+    assert runs == ["h-1"]
+    assert redis_client.get(f"{key_prefix}total") == b"4"
