@@ -50,6 +50,7 @@ from inboxguard.inbox import (
     QuarantineRecord,
     QuarantineReplay,
 )
+from inboxguard.inbox.redis import RedisDurability, RedisInbox
 from inboxguard.outbox import (
     CompactionResult,
     Dispatcher,
@@ -107,6 +108,8 @@ __all__ = [
     "Receipt",
     "ReconcileReport",
     "ReconciliationRequiredError",
+    "RedisDurability",
+    "RedisInbox",
     "RetentionMisalignedError",
     "RetentionPolicy",
     "StaleLeaseError",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from inboxguard import Inbox
+from inboxguard.adapters._stores import AnyInbox
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["claim_consumer"]
@@ -26,12 +26,14 @@ class _Owner:
     shared: bool
 
 
-_owners: weakref.WeakKeyDictionary[Inbox, dict[str, dict[str, _Owner]]] = (
+_owners: weakref.WeakKeyDictionary[AnyInbox, dict[str, dict[str, _Owner]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def claim_consumer(inbox: Inbox, consumer: str, handler: str, *, shared: bool, option: str) -> None:
+def claim_consumer(
+    inbox: AnyInbox, consumer: str, handler: str, *, shared: bool, option: str
+) -> None:
     """Declare ``handler`` (a task, actor or function name) under ``consumer``.
 
     Declaring the same handler again is harmless (a module imported twice).

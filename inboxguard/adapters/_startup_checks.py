@@ -6,13 +6,13 @@ refuse to start on the error.
 
 from __future__ import annotations
 
-from inboxguard import Inbox
+from inboxguard.adapters._stores import AnyInbox
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["require_tables"]
 
 
-def require_tables(inbox: Inbox) -> None:
+def require_tables(inbox: AnyInbox) -> None:
     """Refuse a database without the inbox's tables.
 
     A worker that started there would fail every delivery, and a framework

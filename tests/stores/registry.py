@@ -15,6 +15,7 @@ import pytest
 
 from tests.stores.django_store import django_store
 from tests.stores.harness import StoreHarness
+from tests.stores.redis_store import redis_store
 from tests.stores.sql_store import sql_store
 
 __all__ = ["STORES", "StoreFactory"]
@@ -26,4 +27,5 @@ STORES: dict[str, StoreFactory] = {
     "sql-sqlite": sql_store("sqlite"),
     "sql-postgresql": sql_store("postgresql"),
     "sql-mysql": sql_store("mysql"),
+    "redis": redis_store,
 }

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from inboxguard import Inbox
 from inboxguard._core.extract import command_id_getter
 from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
@@ -85,8 +85,8 @@ def check_declared(task: Any) -> None:
         )
         raise ConfigurationError(msg)
     inbox = getattr(task, "inbox", None)
-    if not isinstance(inbox, Inbox):
-        msg = f"task {name!r} uses InboxTask without inbox=<inboxguard.Inbox>, got {inbox!r}"
+    if not is_inbox(inbox):
+        msg = f"task {name!r} uses InboxTask without inbox=<{INBOX_KINDS}>, got {inbox!r}"
         raise ConfigurationError(msg)
     factory = _static(task, "inbox_session_factory")
     if not callable(factory):

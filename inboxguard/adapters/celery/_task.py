@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task, shared_task
 from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
-from inboxguard import Inbox, QuarantineReason
+from inboxguard import QuarantineReason
 from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
@@ -25,6 +25,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox, transaction
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
     REQUIRE_SENT_AT_OPTION,
@@ -85,7 +86,7 @@ class InboxTask(Task):  # type: ignore[misc]
     acks_on_failure = False
     acks_on_timeout = False
     #: The inbox the claims are recorded in.
-    inbox: Inbox | None = None
+    inbox: AnyInbox | None = None
     #: Zero-argument callable returning a new SQLAlchemy ``Session``.
     inbox_session_factory: Callable[[], Any] | None = None
     #: The command ID: a callable over the task's arguments, or an argument name.
@@ -151,12 +152,8 @@ class InboxTask(Task):  # type: ignore[misc]
         command_id: str | None = None
         try:
             command_id = self._command_id(args, kwargs)
-            session = factory()
-            try:
-                with session.begin():
-                    result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
-            finally:
-                session.close()
+            with transaction(inbox, factory) as session:
+                result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
         except Exception as exc:
             # A plain function call (no worker, no apply()) gets the errors themselves.
             if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
@@ -233,7 +230,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def _claim_and_run(
         self,
-        inbox: Inbox,
+        inbox: AnyInbox,
         session: Any,
         command_id: Any,
         args: tuple[Any, ...],
@@ -288,7 +285,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     # -- configuration -----------------------------------------------------------------
 
-    def _require_setup(self) -> tuple[Inbox, Callable[[], Any]]:
+    def _require_setup(self) -> tuple[AnyInbox, Callable[[], Any]]:
         factory = _option(self, "inbox_session_factory")
         if self.inbox is None or factory is None:
             msg = (
@@ -327,7 +324,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
 
 def inbox_task(
-    inbox: Inbox,
+    inbox: AnyInbox,
     *,
     session_factory: Callable[[], Any],
     command_id: CommandIdSpec,
@@ -352,8 +349,8 @@ def inbox_task(
             not callable, ``command_id`` names no argument of the task, or
             the consumer name is another task's.
     """
-    if not isinstance(inbox, Inbox):
-        msg = f"inbox must be an inboxguard.Inbox, got {type(inbox).__name__}"
+    if not is_inbox(inbox):
+        msg = f"inbox must be {INBOX_KINDS}, got {type(inbox).__name__}"
         raise ConfigurationError(msg)
     if not callable(session_factory):
         msg = "session_factory must be a callable returning a sqlalchemy Session"

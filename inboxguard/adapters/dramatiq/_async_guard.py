@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from dramatiq.broker import MessageProxy
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
+from inboxguard import Inbox
 from inboxguard.adapters._evidence import Refused, record_refusal_async
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters.dramatiq._guard import GuardCore
@@ -82,7 +83,9 @@ class AsyncGuard(GuardCore):
             engine = await self._engine()
         except Exception:
             return False
-        return await record_refusal_async(self.inbox, engine, error, refused, self.reason(outcome))
+        # InboxMiddleware refuses a RedisInbox for async actors: this is an Inbox.
+        inbox = cast("Inbox", self.inbox)
+        return await record_refusal_async(inbox, engine, error, refused, self.reason(outcome))
 
     async def _engine(self) -> AsyncEngine:
         async with self.session_factory() as session:

@@ -31,13 +31,13 @@ from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._stores import AnyInbox, transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
     InvalidCommandError,
     PayloadEncodingError,
 )
-from inboxguard.inbox import Inbox
 
 __all__ = [
     "DUE_OPTION",
@@ -94,7 +94,7 @@ class GuardCore:
     def __init__(
         self,
         *,
-        inbox: Inbox,
+        inbox: AnyInbox,
         broker: Broker,
         actor_name: str,
         consumer: str,
@@ -290,8 +290,7 @@ class GuardedFn(GuardCore):
     ) -> Any:
         given = self.inputs(message, args, kwargs)
         with (
-            self.session_factory() as session,
-            session.begin(),
+            transaction(self.inbox, self.session_factory) as session,
             self.inbox.guard(
                 session,
                 consumer=self.consumer,

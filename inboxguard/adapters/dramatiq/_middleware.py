@@ -32,6 +32,7 @@ from inboxguard._core.identity import validate_identity
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
     DUE_OPTION,
@@ -47,7 +48,7 @@ from inboxguard.errors import (
     PayloadEncodingError,
     RetentionMisalignedError,
 )
-from inboxguard.inbox import Inbox
+from inboxguard.inbox.redis import RedisInbox
 
 __all__ = ["InboxMiddleware"]
 
@@ -128,14 +129,14 @@ class InboxMiddleware(Middleware):
 
     def __init__(
         self,
-        inbox: Inbox,
+        inbox: AnyInbox,
         *,
         session_factory: SessionFactory,
         async_session_factory: AsyncSessionFactory | None = None,
         busy_delay: dt.timedelta = DEFAULT_BUSY_DELAY,
     ) -> None:
-        if not isinstance(inbox, Inbox):
-            msg = f"InboxMiddleware needs an inboxguard.Inbox, got {type(inbox).__name__}"
+        if not is_inbox(inbox):
+            msg = f"InboxMiddleware needs {INBOX_KINDS}, got {type(inbox).__name__}"
             raise ConfigurationError(msg)
         if not callable(session_factory):
             msg = (
@@ -148,6 +149,12 @@ class InboxMiddleware(Middleware):
                 "async_session_factory must be a zero-argument callable returning an"
                 " AsyncSession, e.g. async_sessionmaker(async_engine); got"
                 f" {async_session_factory!r}"
+            )
+            raise ConfigurationError(msg)
+        if async_session_factory is not None and isinstance(inbox, RedisInbox):
+            msg = (
+                "async actors are not guarded with a RedisInbox; guard sync actors (the"
+                " session_factory returns a redis client) or use an Inbox for async ones"
             )
             raise ConfigurationError(msg)
         if not isinstance(busy_delay, dt.timedelta) or busy_delay <= dt.timedelta(0):

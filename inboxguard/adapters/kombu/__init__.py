@@ -48,7 +48,7 @@ from kombu.message import Message
 from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
-from inboxguard import Inbox, QuarantineReason
+from inboxguard import QuarantineReason
 from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
@@ -69,6 +69,7 @@ from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._stores import AnyInbox, transaction
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -105,9 +106,9 @@ _STAMP = (
 
 def guarded(  # noqa: PLR0913 - the issue's signature
     handler: Callable[[Any, Message], Any],
-    inbox: Inbox,
+    inbox: AnyInbox,
     *,
-    session_factory: Callable[[], Session],
+    session_factory: Callable[[], Any],
     command_id: IdSpec = None,
     consumer: str,
     exclude: Iterable[str] = (),
@@ -191,7 +192,7 @@ class _Runner:
     def __init__(
         self,
         handler: Callable[[Any, Message], Any],
-        inbox: Inbox,
+        inbox: AnyInbox,
         session_factory: Callable[[], Session],
         command_id: Callable[[Delivery], Any],
         consumer: str,
@@ -213,8 +214,7 @@ class _Runner:
         details: Mapping[str, Any],
     ) -> None:
         with (
-            self.session_factory() as session,
-            session.begin(),
+            transaction(self.inbox, self.session_factory) as session,
             self.inbox.guard(
                 session,
                 consumer=self.consumer,

@@ -1,0 +1,41 @@
+"""The inboxes the adapters accept, and the local transaction each one
+guards a delivery in.
+
+An :class:`~inboxguard.Inbox` runs in a SQLAlchemy ``Session`` (the factory
+opens one; the delivery runs in ``session.begin()``). A
+:class:`~inboxguard.RedisInbox` runs in a transactional pipeline of the Redis
+client the factory returns (the guard sends its ``EXEC``). Imports no
+framework, and no redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeGuard
+
+from inboxguard import Inbox, RedisInbox
+
+__all__ = ["INBOX_KINDS", "AnyInbox", "is_inbox", "transaction"]
+
+AnyInbox = Inbox | RedisInbox
+
+#: What an adapter says it needs when given something else.
+INBOX_KINDS = "an inboxguard.Inbox or inboxguard.RedisInbox"
+
+
+def is_inbox(inbox: object) -> TypeGuard[AnyInbox]:
+    """Whether ``inbox`` is an inbox the adapters can guard deliveries with."""
+    return isinstance(inbox, Inbox | RedisInbox)
+
+
+@contextmanager
+def transaction(inbox: AnyInbox, factory: Callable[[], Any]) -> Iterator[Any]:
+    """One delivery's local transaction: a Session in ``session.begin()`` (closed
+    afterwards), or, for a RedisInbox, a pipeline of ``factory()``'s client."""
+    if isinstance(inbox, RedisInbox):
+        with factory().pipeline() as pipe:
+            yield pipe
+        return
+    with factory() as session, session.begin():
+        yield session

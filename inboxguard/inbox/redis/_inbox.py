@@ -1,0 +1,323 @@
+"""The Redis inbox: the inbox's guarantee for consumers whose state lives in
+Redis, with ``MULTI``/``EXEC`` as the transaction.
+
+Redis is imported lazily, by the drivers and checks that talk to it: this
+module (and ``inboxguard``) imports without the ``redis`` package.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Any, TypeVar
+
+from inboxguard._core.checks import check_clock
+from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard._core.extract import CommandIdSpec
+from inboxguard._core.retention import RetentionPolicy
+from inboxguard.inbox._handlers import async_handler, sync_handler
+from inboxguard.inbox._quarantine import QuarantineReplay
+from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
+from inboxguard.inbox.redis._checks import check_client, check_durations, is_cluster
+from inboxguard.inbox.redis._drive import drive_sync, write_quarantine
+from inboxguard.inbox.redis._drive_async import drive_async
+from inboxguard.inbox.redis._flow import RedisFlows
+from inboxguard.inbox.redis._keys import KeySpace
+from inboxguard.inbox.redis._server import RedisDurability, check_eviction, read_durability
+from inboxguard.inbox.redis._store import RedisRecords
+
+__all__ = ["DEFAULT_LEASE", "RedisInbox"]
+
+R = TypeVar("R")
+
+#: Default lifetime of a claim's lease (how long a crashed worker's claim
+#: keeps other deliveries of the command waiting).
+DEFAULT_LEASE = dt.timedelta(seconds=60)
+
+
+class RedisInbox:
+    """Records each business command once, in the caller's Redis ``MULTI``/``EXEC``.
+
+    The evidence (command ID, payload digest, stored result, expiry at the
+    retention horizon) is queued in the caller's transactional pipeline
+    before the block's own writes and commits in the same ``EXEC``, or not
+    at all. A concurrent delivery that commits first makes the ``EXEC`` fail
+    (``WATCH``): nothing of the block is applied and the command is judged
+    again, never applied twice. Duplicates, mismatches, in-progress and
+    beyond-retention deliveries behave as in :class:`inboxguard.Inbox`, with
+    the same errors.
+
+    Args:
+        client: a ``redis.Redis`` client (sync): it serves the start-up checks,
+            quarantine records, lookups and operators. ``guard()`` takes a
+            pipeline of it; ``guard_async()`` a ``redis.asyncio`` pipeline on
+            the same server.
+        retention: a :class:`RetentionPolicy`, or a ``timedelta``; evidence
+            keys expire after its horizon.
+        key_prefix: prefix of every key the inbox writes (no braces).
+        lock_timeout: how long a delivery waits for another delivery holding
+            the command's lease before :class:`InProgressError`; ``None``
+            waits until the lease lapses.
+        lease: how long a claim's lease lives: a worker that dies mid-block
+            keeps other deliveries of its command waiting at most this long
+            (its queued writes were never sent, so nothing is applied).
+        clock: zero-argument callable returning an aware datetime.
+        allow_eviction: accept a server whose ``maxmemory-policy`` may evict
+            keys (evidence could vanish and a command apply twice).
+        cluster: check, before ``EXEC``, that every key the block writes is
+            in the command's hash slot (a clear error instead of
+            ``CROSSSLOT``); ``None``: on when ``client`` is a ``RedisCluster``.
+
+    Raises:
+        ConfigurationError: an argument cannot keep the guarantees, or the
+            server may evict keys (see ``allow_eviction``).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        retention: RetentionPolicy | dt.timedelta,
+        key_prefix: str = "inboxguard:",
+        lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
+        lease: dt.timedelta = DEFAULT_LEASE,
+        clock: Clock | None = None,
+        allow_eviction: bool = False,
+        cluster: bool | None = None,
+    ) -> None:
+        check_client(client)
+        check_durations(lock_timeout, lease)
+        check_clock(clock)
+        self.client = client
+        self.keys = KeySpace(key_prefix)
+        self.key_prefix = key_prefix
+        self.retention = RetentionPolicy.coerce(retention)
+        self.lock_timeout = lock_timeout
+        self.lease = lease
+        self.clock: Clock = clock or utc_now
+        self.allow_eviction = allow_eviction
+        self.cluster = is_cluster(client) if cluster is None else bool(cluster)
+        self.maxmemory_policy = check_eviction(client, allow_eviction=allow_eviction)
+        self._flows = RedisFlows(
+            self.keys, self.retention, self.clock, lock_timeout, lease, self.cluster
+        )
+        self._records = RedisRecords(client, self.keys)
+
+    def __repr__(self) -> str:
+        """Show the server, prefix and retention."""
+        return f"<RedisInbox {self.client!r} {self.key_prefix!r} {self.retention}>"
+
+    # -- server --------------------------------------------------------------------------
+
+    def durability(self) -> RedisDurability:
+        """Read from the server what a committed claim survives: eviction
+        policy, AOF and its fsync policy, RDB snapshots, replication."""
+        return read_durability(self.client)
+
+    def check_schema(self) -> None:
+        """Check the server again at worker start-up (Redis has no tables):
+        refuse an evicting ``maxmemory-policy`` unless ``allow_eviction``.
+
+        Raises:
+            ConfigurationError: the server may evict keys.
+        """
+        self.maxmemory_policy = check_eviction(self.client, allow_eviction=self.allow_eviction)
+
+    def require_alignment(self, source: str = "declared", **windows: dt.timedelta) -> None:
+        """Fail unless every replay window fits inside the evidence horizon.
+
+        Raises:
+            RetentionMisalignedError: a window is longer than the horizon.
+        """
+        self.retention.check(source, **windows)
+
+    # -- the guard -------------------------------------------------------------------------
+
+    @contextmanager
+    def guard(
+        self,
+        pipe: Any,
+        *,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str] = (),
+        sent_at: dt.datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+        hash_tag: str | None = None,
+    ) -> Iterator[InboxEntry]:
+        """Claim ``command_id`` for ``consumer`` in the caller's pipeline.
+
+        ``pipe`` is a fresh transactional pipeline (``client.pipeline()``).
+        The guard ``WATCH``es the command's evidence, reads it, starts
+        ``MULTI`` and, for a fresh command, queues the claim; the block queues
+        its writes on ``pipe`` (never ``execute()`` it); the guard sends
+        ``EXEC`` when the block exits, with the result assigned to
+        ``entry.result``. An exception in the block discards everything.
+        ``hash_tag``: the tag of the keys the block writes, on a cluster.
+
+        Raises:
+            InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
+            PayloadEncodingError: the payload (or the assigned result) has no
+                canonical encoding.
+            ConfigurationError: ``pipe`` is not a fresh sync pipeline; it was
+                executed or reset inside the block; on a cluster, the block
+                wrote a key in another hash slot.
+            PayloadMismatchError: the command was processed with another
+                payload; quarantined, the block does not run.
+            BeyondRetentionError: ``sent_at`` is older than the horizon;
+                quarantined, the block does not run.
+            InProgressError: another delivery holds the lease past
+                ``lock_timeout``, or committed first while the block ran
+                (nothing of the block was applied).
+        """
+        flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details, hash_tag)
+        with drive_sync(flow, pipe, self.client, self.keys) as entry:
+            yield entry
+
+    def guard_async(
+        self,
+        pipe: Any,
+        *,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        exclude: Iterable[str] = (),
+        sent_at: dt.datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+        hash_tag: str | None = None,
+    ) -> AbstractAsyncContextManager[InboxEntry]:
+        """:meth:`guard` for a ``redis.asyncio`` pipeline, used as ``async with``:
+        the same flow, decisions and errors; quarantine records go through a
+        client on the pipeline's own connection pool."""
+        flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details, hash_tag)
+        return drive_async(flow, pipe, self.keys)
+
+    def handler(
+        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+    ) -> Callable[[Callable[..., R]], Callable[..., R]]:
+        """Decorate ``fn(pipe, *args, **kwargs)`` so each command runs once
+        (see :meth:`inboxguard.Inbox.handler`); ``fn`` queues its writes on ``pipe``."""
+        return sync_handler(self.guard, consumer=consumer, command_id=command_id, exclude=exclude)
+
+    def handler_async(
+        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+    ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+        """:meth:`handler` for ``async def fn(pipe, ...)`` on a redis.asyncio pipeline."""
+        return async_handler(
+            self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+
+    # -- quarantine ------------------------------------------------------------------------
+
+    def quarantine_delivery(
+        self,
+        *,
+        consumer: str,
+        command_id: str,
+        payload: object,
+        reason: QuarantineReason | str,
+        exclude: Iterable[str] = (),
+        details: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Refuse a delivery durably: write (or count again) its quarantine
+        record, outside any transaction and with no expiry. False (the record
+        logged at ERROR) when the write failed.
+
+        Raises:
+            InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
+            PayloadEncodingError: the payload has no canonical encoding.
+        """
+        request = self._flows.quarantine(consumer, command_id, payload, reason, exclude, details)
+        return write_quarantine(self.client, self.keys, request.values)
+
+    def quarantined(
+        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+    ) -> list[QuarantineRecord]:
+        """Return quarantine records (open ones by default; ``None``: every
+        status), oldest first, at most ``limit`` of them."""
+        return self._records.quarantine(consumer, status, limit=limit)
+
+    def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
+        """Return the quarantine record with this id, whatever its status, or None."""
+        found = self._records.quarantine(None, None, record_id=record_id)
+        return found[0] if found else None
+
+    def resolve_quarantine(self, record_id: int) -> bool:
+        """Mark an open quarantine record resolved; False if none is open with that id."""
+        return self._records.resolve(record_id)
+
+    def record_quarantine_replay(
+        self,
+        record: QuarantineRecord,
+        *,
+        destination: str,
+        replayed_by: str,
+        reason: str,
+        receipt: Any = None,
+    ) -> QuarantineReplay:
+        """Record an operator's replay of ``record`` and mark it resolved
+        (see :meth:`inboxguard.Inbox.record_quarantine_replay`)."""
+        values = {"destination": destination, "replayed_by": replayed_by, "reason": reason}
+        now = {"replayed_at": checked_now(self.clock), "receipt": receipt}
+        return self._records.record_replay(record, {**values, **now})
+
+    def quarantine_records_of(self, consumer: str, command_id: str) -> list[QuarantineRecord]:
+        """Every quarantine record of one command, whatever its status, oldest first."""
+        found = self._records.quarantine(consumer, None)
+        return [record for record in found if record.command_id == command_id]
+
+    def release_quarantine(
+        self, record_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
+        """Let a quarantined command be processed again: resolve the open record
+        and delete the evidence that refused it (when its digest is the one the
+        record names), keeping who and why in the record's action trail
+        (:meth:`quarantine_actions`). False when no record is open with that id."""
+        record = self.quarantine_record(record_id)
+        if record is None or record.status != "open":
+            return False
+        removed = None
+        if record.stored_digest is not None:
+            found = self.lookup(record.consumer, record.command_id)
+            if found is not None and found.digest == record.stored_digest:
+                self.client.delete(self.keys.command(record.consumer, record.command_id).evidence)
+                removed = found
+        if not self.resolve_quarantine(record_id):
+            return False
+        self._records.record_action(
+            record, "release", actor, reason, checked_now(self.clock), removed
+        )
+        return True
+
+    def quarantine_actions(self, record_id: int) -> list[dict[str, Any]]:
+        """The recorded releases of a record, oldest first, as plain dicts
+        (``action``, ``actor``, ``reason``, ``acted_at``, ``evidence_digest``,
+        ``evidence_processed_at``)."""
+        return self._records.actions(record_id)
+
+    def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
+        """The recorded replays of a quarantine record, oldest first."""
+        record = self.quarantine_record(record_id)
+        return [] if record is None else self._records.replays(record)
+
+    # -- evidence --------------------------------------------------------------------------
+
+    def lookup(
+        self, consumer: str, command_id: str, *, hash_tag: str | None = None
+    ) -> InboxRecord | None:
+        """Return the committed evidence of a command (stored under ``hash_tag``
+        when the guard had one), or None."""
+        return self._records.evidence(self.keys.command(consumer, command_id, hash_tag).evidence)
+
+    def evidence(self) -> Iterator[InboxRecord]:
+        """Every stored evidence record of the prefix, in no order (``SCAN``:
+        its cost grows with the whole keyspace; for operators, not hot paths)."""
+        return self._records.all_evidence()
+
+    def drop_keys(self) -> int:
+        """Delete every key under the prefix (evidence, leases, quarantine);
+        return how many. For tests and teardown."""
+        return self._records.drop()

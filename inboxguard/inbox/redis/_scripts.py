@@ -1,0 +1,75 @@
+"""The Lua scripts of the Redis inbox: each one read-and-write that must not
+interleave with another client's."""
+
+from __future__ import annotations
+
+import hashlib
+
+__all__ = ["CLAIM", "QUARANTINE", "RELEASE", "RESOLVE", "Script"]
+
+
+class Script:
+    """A Lua script's source and SHA1 (for ``EVALSHA``)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+
+#: KEYS: evidence, lease; ARGV: token, lease milliseconds.
+#: {"duplicate", digest, result-or-"", has-result "1"/"0", result_expires_at-or-""}
+#: when evidence is stored; {"fresh"} once the lease is ours;
+#: {"busy", lease PTTL in ms} while another delivery holds it.
+CLAIM = Script("""
+local e = redis.call('HMGET', KEYS[1], 'digest', 'result', 'result_expires_at')
+if e[1] then
+  local has = '0'
+  if e[2] then has = '1' end
+  return {'duplicate', e[1], e[2] or '', has, e[3] or ''}
+end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {'fresh'}
+end
+return {'busy', tostring(redis.call('PTTL', KEYS[2]))}
+""")
+
+#: KEYS: lease; ARGV: token. Deletes the lease only while it is ours.
+RELEASE = Script("""
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+""")
+
+#: KEYS: sequence, index, identity; ARGV: record key prefix, consumer,
+#: command_id, reason, incoming digest, stored digest or "", now, details or "".
+#: Writes a new open record (no expiry), or counts a repeat of the same
+#: refusal again and reopens it. Returns the record's id.
+QUARANTINE = Script("""
+local id = redis.call('GET', KEYS[3])
+if id then
+  local key = ARGV[1] .. id
+  redis.call('HINCRBY', key, 'occurrences', 1)
+  redis.call('HSET', key, 'last_seen_at', ARGV[7], 'status', 'open',
+             'stored_digest', ARGV[6], 'details', ARGV[8])
+  return tonumber(id)
+end
+id = redis.call('INCR', KEYS[1])
+local key = ARGV[1] .. id
+redis.call('HSET', key, 'id', id, 'consumer', ARGV[2], 'command_id', ARGV[3],
+           'reason', ARGV[4], 'incoming_digest', ARGV[5], 'stored_digest', ARGV[6],
+           'first_seen_at', ARGV[7], 'last_seen_at', ARGV[7], 'occurrences', 1,
+           'status', 'open', 'details', ARGV[8])
+redis.call('ZADD', KEYS[2], id, id)
+redis.call('SET', KEYS[3], id)
+return id
+""")
+
+#: KEYS: record. Marks an open record resolved; 1 when it was open, else 0.
+RESOLVE = Script("""
+if redis.call('HGET', KEYS[1], 'status') == 'open' then
+  redis.call('HSET', KEYS[1], 'status', 'resolved')
+  return 1
+end
+return 0
+""")
