@@ -37,5 +37,9 @@ def transaction(inbox: AnyInbox, factory: Callable[[], Any]) -> Iterator[Any]:
         with factory().pipeline() as pipe:
             yield pipe
         return
-    with factory() as session, session.begin():
-        yield session
+    session = factory()  # not a context manager: a DjangoSession has begin() and close() only
+    try:
+        with session.begin():
+            yield session
+    finally:
+        session.close()
