@@ -156,7 +156,7 @@ class QuarantineStore:
             stmt = stmt.where(q.c.status == status)
         if record_id is not None:
             stmt = stmt.where(q.c.id == record_id)
-        with self._engine.connect() as conn:
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [
             QuarantineRecord(
@@ -170,7 +170,7 @@ class QuarantineStore:
         """Mark one record resolved; return False when no open record has that id."""
         q = self._table
         stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
-        with self._engine.begin() as conn:
+        with schema_required(INBOX_SCHEMA), self._engine.begin() as conn:
             return bool(conn.execute(stmt).rowcount)
 
     def settle(
