@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
     check = sub.add_parser("check", help="exit 1 unless every window fits inside the horizon")
     add_policy_arguments(check)
     add_app(check)
+    add_json(check)
     check.add_argument(
         "--window",
         action="append",
@@ -136,14 +137,23 @@ def _explain(args: argparse.Namespace) -> int:
         if args.window:
             policy.check("command line", **dict(args.window))
     except RetentionMisalignedError as error:
-        print_rows(policy)
+        _rows_out(policy, args)
         print(f"\nmisaligned: {error}", file=sys.stderr)
         return 1
     except ConfigurationError as error:
         print(f"inboxguard retention explain: {error}", file=sys.stderr)
         return 2
-    print_rows(policy)
+    _rows_out(policy, args)
     return 0
+
+
+def _rows_out(policy: RetentionPolicy, args: argparse.Namespace) -> None:
+    if args.json:
+        emit_json(
+            [{"window": r.window, "length": r.length, "source": r.source} for r in policy.explain()]
+        )
+    else:
+        print_rows(policy)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -156,11 +166,16 @@ def _check(args: argparse.Namespace) -> int:
         policy = load_policy(args)
         policy.check("command line", **dict(args.window))
     except RetentionMisalignedError as error:
+        if args.json:
+            emit_json({"aligned": False, "error": str(error), "horizon": error.horizon})
         print(f"misaligned: {error}", file=sys.stderr)
         return 1
     except ConfigurationError as error:
         print(f"inboxguard retention check: {error}", file=sys.stderr)
         return 2
+    if args.json:
+        emit_json({"aligned": True, "horizon": policy.horizon, "windows": dict(args.window)})
+        return 0
     names = ", ".join(f"{name}={format_duration(length)}" for name, length in args.window)
     print(f"aligned: {names} fit inside the horizon {format_duration(policy.horizon)}")
     return 0
@@ -177,7 +192,7 @@ def _explain_app(args: argparse.Namespace, action: str) -> int:
     except ConfigurationError as error:
         print(f"inboxguard retention {action}: {error}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False):
+    if args.json:
         emit_json(groups)
     else:
         _print_groups(groups, found.framework, action)
