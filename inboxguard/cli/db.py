@@ -3,13 +3,16 @@ without an Alembic environment of your own.
 
     inboxguard db upgrade [--part inbox|outbox|effects ...] [--version-table NAME] [--json]
     inboxguard db current [--part ...] [--version-table NAME] [--json]
+    inboxguard db stamp REVISION... [--version-table NAME]
 
 The revisions are the ones shipped in ``inboxguard.migrations``; the table
 prefix is ``--prefix``; the applied revisions are kept in
 ``<prefix>alembic_version`` unless ``--version-table`` names another (your
 project's ``alembic_version`` when its own env also runs inboxguard's
 branches). ``current`` exits 1 when a part is behind its newest revision
-(with ``--part``, also when it was never upgraded).
+(with ``--part``, also when it was never upgraded). Tables made by
+``create_schema()`` carry no revision: ``upgrade`` refuses them rather than
+fail half-way, and ``stamp ig0004`` (the revision they match) adopts them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from inboxguard.cli._args import add_database, add_json
@@ -51,6 +55,15 @@ def register(subparsers: Any) -> None:
         )
         action = _upgrade if name == "upgrade" else _current
         p.set_defaults(func=_command(action, read_only=read_only))
+    st = actions.add_parser(
+        "stamp",
+        help="record a revision as applied without running it (adopt create_schema() tables)",
+    )
+    add_database(st, "inbox")
+    add_json(st)
+    st.add_argument("revision", nargs="+", metavar="REVISION", help="e.g. ig0004 igox0001 igfx0001")
+    st.add_argument("--version-table", metavar="NAME", help="default: <prefix>alembic_version")
+    st.set_defaults(func=_command(_stamp, read_only=False))
 
 
 def _command(action: Any, *, read_only: bool) -> Any:
@@ -69,10 +82,45 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _upgrade(engine: Engine, args: argparse.Namespace) -> int:
+    options = _options(args)
     try:
-        states = runner.upgrade(engine, **_options(args))
+        _refuse_unrecorded_tables(engine, options)
+        states = runner.upgrade(engine, **options)
     except ImportError as error:
         raise UsageError(_no_alembic(error)) from None
+    _show(states, args)
+    return EXIT_OK
+
+
+def _refuse_unrecorded_tables(engine: Engine, options: dict[str, Any]) -> None:
+    """Tables that exist with no recorded revision would make the first
+    revision fail on "already exists"; name the way out instead."""
+    states = runner.current(engine, **options)
+    present = set(inspect(engine).get_table_names())
+    first = runner.first_tables(options["table_prefix"])
+    unrecorded = [s for s in states if s.current is None and first[s.part] in present]
+    if unrecorded:
+        names = ", ".join(first[s.part] for s in unrecorded)
+        heads = " ".join(s.head for s in unrecorded)
+        msg = (
+            f"{names}: the tables exist but no revision is recorded (create_schema() made"
+            f" them); if they match this release, record that with: inboxguard db stamp"
+            f" {heads}; then upgrade"
+        )
+        raise UsageError(msg)
+
+
+def _stamp(engine: Engine, args: argparse.Namespace) -> int:
+    try:
+        states = runner.stamp(
+            engine, *args.revision, table_prefix=args.prefix, version_table=args.version_table
+        )
+    except ImportError as error:
+        raise UsageError(_no_alembic(error)) from None
+    except Exception as error:  # alembic's CommandError: no such revision
+        if type(error).__name__ != "CommandError":
+            raise
+        raise UsageError(f"db stamp {' '.join(args.revision)}: {error}") from None
     _show(states, args)
     return EXIT_OK
 

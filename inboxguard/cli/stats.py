@@ -76,5 +76,6 @@ def _print(found: Stats) -> None:
         print("  no effect ledger tables")
     else:
         e = found.effects
-        fields([(f"  {state}", count) for state, count in e.by_state.items()])
-        fields([("  oldest unknown", e.oldest_unknown_at), ("  its age", e.oldest_unknown_age)])
+        counts: list[tuple[str, object]] = [(f"  {s}", n) for s, n in e.by_state.items()]
+        oldest = [("  oldest unknown", e.oldest_unknown_at), ("  its age", e.oldest_unknown_age)]
+        fields([*counts, *oldest])

@@ -21,7 +21,15 @@ from sqlalchemy.engine import Connection, Engine
 from inboxguard.migrations import BRANCH, VERSION_LOCATION
 from inboxguard.sql.tables import check_prefix
 
-__all__ = ["BRANCHES", "RevisionState", "current", "upgrade", "version_table_for"]
+__all__ = [
+    "BRANCHES",
+    "RevisionState",
+    "current",
+    "first_tables",
+    "stamp",
+    "upgrade",
+    "version_table_for",
+]
 
 #: The revision branches, by the part of inboxguard whose tables they create.
 BRANCHES: dict[str, str] = {
@@ -77,6 +85,36 @@ def upgrade(
     with engine.begin() as conn:
         _run(conn, table_prefix, table, run)
     return current(engine, table_prefix=table_prefix, parts=wanted, version_table=table)
+
+
+def stamp(
+    engine: Engine,
+    *revisions: str,
+    table_prefix: str = "inboxguard_",
+    version_table: str | None = None,
+) -> list[RevisionState]:
+    """Record ``revisions`` (e.g. ``ig0004``) as applied without running
+    them: for tables ``create_schema()`` made, so later upgrades start there.
+
+    Raises:
+        ConfigurationError: the prefix is unusable.
+        alembic.util.CommandError: a revision is not one of the shipped ones.
+    """
+    table = version_table or version_table_for(table_prefix)
+
+    def run(rev: Any, context: Any) -> Any:
+        return context.script._stamp_revs(revisions, rev)  # noqa: SLF001 - as `alembic stamp`
+
+    with engine.begin() as conn:
+        _run(conn, table_prefix, table, run)
+    return current(engine, table_prefix=table_prefix, version_table=table)
+
+
+def first_tables(table_prefix: str) -> dict[str, str]:
+    """The table each part's first revision creates, by part: present without
+    a recorded revision, it was made by ``create_schema()``."""
+    p = check_prefix(table_prefix)
+    return {"inbox": f"{p}inbox", "outbox": f"{p}outbox", "effects": f"{p}effects"}
 
 
 def current(

@@ -181,3 +181,21 @@ def test_p6_db_upgrade_from_an_older_revision_and_current(
         inboxguard.EffectLedger(engine, table_prefix=fresh).drop_schema()
         with engine.begin() as conn:
             conn.exec_driver_sql(f"DROP TABLE {fresh}alembic_version")
+
+
+def test_p6_create_schema_tables_are_adopted_with_stamp_not_broken_by_upgrade(
+    sqlite_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(sqlite_url)
+    inboxguard.Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix).create_schema()
+    db = ["--db", sqlite_url, "--prefix", prefix, "--part", "inbox"]
+    assert main(["db", "upgrade", *db]) == 2
+    assert "inboxguard db stamp ig0004" in capsys.readouterr().err
+    assert main(["db", "stamp", "ig0004", "--db", sqlite_url, "--prefix", prefix]) == 0
+    assert main(["db", "upgrade", *db]) == 0
+    assert main(["db", "current", *db]) == 0
+    assert main(["db", "stamp", "ig9999", "--db", sqlite_url, "--prefix", prefix]) == 2
+    assert "ig9999" in capsys.readouterr().err
+    engine.dispose()
