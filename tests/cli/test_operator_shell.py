@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,12 @@ def test_p6_create_schema_tables_are_adopted_with_stamp_not_broken_by_upgrade(
     assert main(["db", "stamp", "ig9999", "--db", sqlite_url, "--prefix", prefix]) == 2
     assert "ig9999" in capsys.readouterr().err
     engine.dispose()
+
+
+def test_the_operations_sample_runs() -> None:
+    sample = Path(__file__).resolve().parents[2] / "docs/examples/operations_read_model.py"
+    done = subprocess.run(
+        [sys.executable, str(sample)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "released by ann" in done.stdout
