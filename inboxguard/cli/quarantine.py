@@ -81,7 +81,9 @@ def register(subparsers: Any) -> None:
         "show", help="one record with the refused message's details and its audit trail"
     )
     common(show)
-    show.add_argument("id", type=positive_int, metavar="ID")
+    show.add_argument(
+        "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+    )
     show.set_defaults(func=_command(_show, read_only=True))
 
     for name, helptext in (
@@ -90,7 +92,9 @@ def register(subparsers: Any) -> None:
     ):
         p = actions.add_parser(name, help=helptext)
         common(p)
-        p.add_argument("id", type=positive_int, metavar="ID")
+        p.add_argument(
+            "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+        )
         p.add_argument("--reason", required=True, help=f"why it is {name}d (recorded)")
         p.add_argument("--by", default=None, help="who acts (default: the OS user; recorded)")
         p.set_defaults(func=_command(_settle, read_only=False), settle=name)
@@ -99,7 +103,9 @@ def register(subparsers: Any) -> None:
         "replay", help="publish a refused message again through a transport, and record it"
     )
     common(replay)
-    replay.add_argument("id", type=positive_int, metavar="ID")
+    replay.add_argument(
+        "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+    )
     replay.add_argument(
         "--transport",
         required=True,

@@ -314,8 +314,9 @@ class Inbox:
         self, record_id: int, *, actor: str, reason: str
     ) -> QuarantineAction | None:
         """Let a quarantined command be processed again: mark the open record
-        resolved and delete the evidence that refused it (the stored digest
-        the record names), recording who, why and when, in one transaction.
+        resolved and, for a payload mismatch, delete the stored evidence of
+        the command whose digest differs from the record's incoming one,
+        recording who, why and when, in one transaction.
 
         The next delivery of the command is then processed as fresh, whatever
         its payload, so release only what must run again. A record whose

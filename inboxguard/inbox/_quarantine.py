@@ -177,9 +177,10 @@ class QuarantineStore:
         self, record_id: int, action: str, actor: str, reason: str, now: dt.datetime
     ) -> QuarantineAction | None:
         """Mark an open record resolved and append ``action`` (``"release"`` or
-        ``"resolve"``) to the audit trail, in one transaction; a release also
-        deletes the evidence whose digest the record names as stored, so the
-        command is processed again. None when no open record has that id."""
+        ``"resolve"``) to the audit trail, in one transaction; a release of a
+        payload mismatch also deletes the evidence that refuses the record's
+        payload, so the command is processed again. None when no open record
+        has that id."""
         q = self._table
         opened = update(q).where(q.c.id == record_id, q.c.status == "open")
         with schema_required(INBOX_SCHEMA), self._engine.begin() as conn:
@@ -205,15 +206,17 @@ class QuarantineStore:
     def _remove_evidence(
         self, conn: Connection, record: RowMapping
     ) -> tuple[str, dt.datetime] | None:
-        """Delete the evidence that refused ``record`` (same consumer and
-        command, the digest the record saw stored); its digest and time."""
-        if record["stored_digest"] is None:
+        """Delete the evidence that refuses ``record``'s payload: for a
+        payload mismatch, the stored row of the same consumer and command
+        whose digest is not the record's incoming one (the record's
+        ``stored_digest`` may predate a later reopening). Its digest and time."""
+        if record["reason"] != "payload_mismatch":
             return None
         ev = self._evidence
         which = (
             ev.c.consumer == record["consumer"],
             ev.c.command_id == record["command_id"],
-            ev.c.digest == record["stored_digest"],
+            ev.c.digest != record["incoming_digest"],
         )
         found = conn.execute(select(ev.c.digest, ev.c.processed_at).where(*which)).first()
         if found is None:

@@ -212,3 +212,28 @@ def test_p3_missing_tables_and_unknown_ids_give_the_documented_exit_codes(
     status, shown, _ = _cli(capsys, "stats", "--db", sqlite_url, "--prefix", "nope_", "--json")
     assert (status, shown["consumers"], shown["outbox"]) == (0, None, None)
     engine.dispose()
+
+
+def test_p1_release_removes_the_evidence_standing_now_not_a_stale_digest(
+    sqlite_url: str, prefix: str
+) -> None:
+    """A record reopened after the evidence changed still names the old digest
+    as stored; its release removes what refuses its payload today."""
+    engine = create_engine(sqlite_url)
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+    inbox.create_schema()
+    assert _apply(inbox, "c", "x", {"v": "a"})
+    for payload in ({"v": "c"}, {"v": "b"}):
+        with pytest.raises(inboxguard.PayloadMismatchError):
+            _apply(inbox, "c", "x", payload)
+    on_c, on_b = inbox.quarantined()
+    release: dict[str, Any] = {"actor": "ops", "reason": "r", "table_prefix": prefix}
+    assert inboxguard.release_quarantine(engine, on_c.id, **release) is not None
+    assert _apply(inbox, "c", "x", {"v": "c"})  # the evidence is now c's
+    with pytest.raises(inboxguard.PayloadMismatchError):
+        _apply(inbox, "c", "x", {"v": "b"})  # reopens on_b, still naming a's digest
+    action = inboxguard.release_quarantine(engine, on_b.id, **release)
+    assert action is not None
+    assert action.evidence_digest == inboxguard.digest_of({"v": "c"})
+    assert _apply(inbox, "c", "x", {"v": "b"})
+    engine.dispose()
