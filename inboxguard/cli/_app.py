@@ -18,6 +18,13 @@ from inboxguard.errors import ConfigurationError
 
 __all__ = ["import_from_cwd", "resolve_object"]
 
+#: What to say when an application fails to import for want of a database
+#: driver that inboxguard's extras do not install.
+_DRIVER_HINTS = {
+    "psycopg2": "; the postgresql extra installs psycopg 3: write postgresql+psycopg:// URLs",
+    "MySQLdb": "; the mysql extra installs PyMySQL: write mysql+pymysql:// URLs",
+}
+
 
 def import_from_cwd(module_name: str, *, cwd: str | None = None) -> Any:
     """Import ``module_name`` with ``cwd`` (default: the current directory)
@@ -64,6 +71,7 @@ def resolve_object(
             )
         else:
             msg = f"{option} {spec!r}: importing {module_name!r} failed: {error}"
+            msg += _DRIVER_HINTS.get(error.name or "", "")
         raise ConfigurationError(msg) from error
     except Exception as error:  # the user's module raised while importing
         msg = (

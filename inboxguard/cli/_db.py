@@ -20,7 +20,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from inboxguard.cli._output import UsageError
 
-__all__ = ["ENV_VAR", "open_engine", "redact"]
+__all__ = ["DRIVER_HINTS", "ENV_VAR", "missing_sqlite_file", "open_engine", "redact"]
 
 #: Where ``--db`` is read from when it is not given.
 ENV_VAR = "INBOXGUARD_DB_URL"
@@ -29,7 +29,7 @@ ENV_VAR = "INBOXGUARD_DB_URL"
 _SECRET_KEYS = re.compile(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
 
 #: The URL each database takes with the drivers inboxguard's extras install.
-_DRIVER_HINTS = {
+DRIVER_HINTS = {
     "postgresql": ("postgresql+psycopg", "inboxguard[postgresql]"),
     "mysql": ("mysql+pymysql", "inboxguard[mysql]"),
     "mariadb": ("mysql+pymysql", "inboxguard[mysql]"),
@@ -78,21 +78,27 @@ def open_engine(args: argparse.Namespace, *, read_only: bool) -> Engine:
 
 
 def _refuse_missing_sqlite_file(url: URL, shown: str) -> None:
+    missing = missing_sqlite_file(url)
+    if missing is not None:
+        msg = f"--db {shown}: no SQLite database at {missing} (a read command never creates one)"
+        raise UsageError(f"{msg}; check the path")
+
+
+def missing_sqlite_file(url: URL) -> str | None:
+    """The absolute path of ``url``'s SQLite file when it does not exist (a
+    connection would create it), else None (not SQLite, in memory, a URI)."""
+    if url.get_backend_name() != "sqlite":
+        return None
     path = url.database or ""
     in_memory = path in {"", ":memory:"} or path.startswith("file::memory:")
     if in_memory or url.query.get("uri") or path.startswith("file:"):
-        return
-    if not os.path.exists(path):
-        msg = (
-            f"--db {shown}: no SQLite database at {os.path.abspath(path)} (a read command"
-            " never creates one); check the path"
-        )
-        raise UsageError(msg)
+        return None
+    return None if os.path.exists(path) else os.path.abspath(path)
 
 
 def _driver_hint(url: URL, shown: str, error: ImportError) -> str:
     missing = error.name or str(error)
-    hint = _DRIVER_HINTS.get(url.get_backend_name())
+    hint = DRIVER_HINTS.get(url.get_backend_name())
     if hint is None:
         return f"--db {shown}: its driver {missing!r} is not installed"
     driver, extra = hint

@@ -28,7 +28,7 @@ from sqlalchemy import inspect
 from inboxguard import Inbox, InboxGuardError
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
-from inboxguard.cli._db import redact
+from inboxguard.cli._db import missing_sqlite_file, redact
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, EXIT_USAGE, emit_json, table
 from inboxguard.cli._windows import DEFAULT_APP_ATTRS, Discovery, discover
 from inboxguard.sql.dialects import database_for
@@ -89,13 +89,18 @@ def _doctor(args: argparse.Namespace) -> int:
 def run_checks(found: Discovery) -> Iterator[Check]:
     """Every check, in the order a worker meets them."""
     yield from _extras(found)
+    every_reachable = True
     for inbox in found.inboxes:
         reachable = yield from _connection(inbox)
+        every_reachable = every_reachable and reachable
         if reachable:
             yield from _tables(inbox)
             yield from _revisions(inbox)
     yield from _windows(found)
-    yield _startup(found)
+    if every_reachable:
+        yield _startup(found)
+    else:
+        yield Check("startup", "fail", "not run: a database above cannot be used")
 
 
 def _extras(found: Discovery) -> Iterator[Check]:
@@ -113,6 +118,10 @@ def _extras(found: Discovery) -> Iterator[Check]:
 
 def _connection(inbox: Inbox) -> Generator[Check, None, bool]:
     where = redact(inbox.engine.url)
+    missing = missing_sqlite_file(inbox.engine.url)
+    if missing is not None:  # connecting would create an empty database there
+        yield Check("connection", "fail", f"{where}: no SQLite database at {missing}")
+        return False
     try:
         with inbox.engine.connect() as conn:
             database_for(conn.dialect)  # refuses a charset that breaks exact IDs

@@ -4,6 +4,7 @@ and the INFO line a worker logs when its start-up checks pass (P7-P9)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -15,7 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
+import inboxguard
 from inboxguard.cli import main
 from tests.conftest import unique
 
@@ -119,14 +122,26 @@ def test_p8_doctor_passes_a_sound_app_and_names_each_failure(
     in_project: Path, sqlite_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     good = _project(in_project, DRAMATIQ_APP, url=sqlite_url, prefix=prefix, retries=1)
-    # Tables not created yet: the table check and the start-up check fail.
+    # No database file yet: doctor says so, and does not create one by connecting.
     assert main(["doctor", "--app", f"{good}:broker", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     failed = {c["check"] for c in report["checks"] if c["status"] == "fail"}
-    assert failed == {"tables", "startup"}
+    assert failed == {"connection", "startup"}
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
 
     assert main(["db", "upgrade", "--db", sqlite_url, "--prefix", prefix, "--part", "inbox"]) == 0
+    engine = create_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {prefix}quarantine_actions")
     capsys.readouterr()
+    assert main(["doctor", "--app", f"{good}:broker", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    [failure] = [c for c in report["checks"] if c["status"] == "fail"]
+    assert failure["check"] == "tables"
+    assert f"{prefix}quarantine_actions" in failure["detail"]
+
+    inboxguard.Inbox(engine, retention=dt.timedelta(hours=1), table_prefix=prefix).create_schema()
+    engine.dispose()
     assert main(["doctor", "--app", f"{good}:broker"]) == 0
     out = capsys.readouterr().out
     assert "revisions" in out
