@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import inspect, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
@@ -12,8 +12,9 @@ from inboxguard.effects import EffectLedger, EffectRecord
 from inboxguard.inbox import InboxRecord
 from inboxguard.operations._quarantine import open_inbox, quarantine_detail
 from inboxguard.operations._records import CommandExplanation
+from inboxguard.operations._tables import present_tables
 from inboxguard.outbox import Outbox
-from inboxguard.sql.tables import effect_tables
+from inboxguard.sql.tables import effect_tables, outbox_tables
 
 __all__ = ["explain"]
 
@@ -44,11 +45,12 @@ def explain(
     evidence = inbox.lookup(consumer, command_id)
     records = inbox.quarantine_records_of(consumer, command_id)
     quarantine = tuple(quarantine_detail(inbox, r) for r in records)
-    present = set(inspect(engine).get_table_names())
+    out_table, fx_table = outbox_tables(table_prefix).outbox, effect_tables(table_prefix).effects
+    present = present_tables(engine, out_table, fx_table)
     effects = _effects(engine, table_prefix, command_id, effects_limit, present)
     outbox = (
         Outbox(engine, table_prefix=table_prefix).get(command_id)
-        if f"{table_prefix}outbox" in present
+        if out_table.name in present
         else None
     )
     verdict = "duplicate" if evidence is not None else "fresh"

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock
 from inboxguard.inbox import Inbox, QuarantineAction, QuarantineRecord
 from inboxguard.operations._records import QuarantineDetail
+from inboxguard.operations._tables import present_tables
 
 __all__ = [
     "open_inbox",
@@ -60,7 +60,8 @@ def quarantine_show(
 def quarantine_detail(inbox: Inbox, record: QuarantineRecord) -> QuarantineDetail:
     """``record`` with its audit trails; a trail whose table a database
     created before it existed has not got is empty."""
-    present = set(inspect(inbox.engine).get_table_names())
+    trails = inbox.tables.quarantine_replays, inbox.tables.quarantine_actions
+    present = present_tables(inbox.engine, *trails)
     replays = (
         inbox.quarantine_replays(record.id)
         if inbox.tables.quarantine_replays.name in present

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Connection, Table, func, inspect, select
+from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects.state import EffectState
 from inboxguard.operations._records import ConsumerStats, EffectStats, OutboxStats, Stats
+from inboxguard.operations._tables import present_tables
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.tables import effect_tables, inbox_tables, outbox_tables
 
@@ -35,8 +36,8 @@ def stats(
         effect_tables(table_prefix),
     )
     now = checked_now(clock or utc_now)
+    present = present_tables(engine, inbox.inbox, inbox.quarantine, outbox.outbox, ledger.effects)
     with engine.connect() as conn:
-        present = set(inspect(conn).get_table_names())
         consumers = (
             _consumers(conn, inbox.inbox, inbox.quarantine, now)
             if {inbox.inbox.name, inbox.quarantine.name} <= present

@@ -9,14 +9,14 @@ import json
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
 from inboxguard.cli import main
 from integrations.ledger.gateway import SandboxGateway
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, unique
 
 
 def _apply(inbox: inboxguard.Inbox, consumer: str, command_id: str, payload: Any) -> bool:
@@ -237,3 +237,33 @@ def test_p1_release_removes_the_evidence_standing_now_not_a_stale_digest(
     assert action.evidence_digest == inboxguard.digest_of({"v": "c"})
     assert _apply(inbox, "c", "x", {"v": "b"})
     engine.dispose()
+
+
+def test_p2_a_schema_per_tenant_is_read_where_the_engine_points(pg_url: str, prefix: str) -> None:
+    """``schema_translate_map`` on the engine: the read model finds the tables
+    in the tenant's schema, not in the default one."""
+    tenant = unique("tenant")
+    base = create_engine(pg_url)
+    with base.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{tenant}"'))
+    engine = base.execution_options(schema_translate_map={None: tenant})
+    try:
+        inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+        inbox.create_schema()
+        record_id = _refuse(inbox, "billing", "c-1")
+        [billing] = inboxguard.stats(engine, table_prefix=prefix).consumers or ()
+        assert (billing.processed, billing.quarantined) == (1, 1)
+        assert inboxguard.stats(base, table_prefix=prefix).consumers is None  # not in public
+        action = inboxguard.release_quarantine(
+            engine, record_id, actor="ops", reason="r", table_prefix=prefix
+        )
+        assert action is not None
+        shown = inboxguard.quarantine_show(engine, record_id, table_prefix=prefix)
+        assert shown is not None
+        assert [a.action for a in shown.actions] == ["release"]
+        why = inboxguard.explain(engine, consumer="billing", command_id="c-1", table_prefix=prefix)
+        assert why.verdict == "fresh"
+    finally:
+        with base.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{tenant}" CASCADE'))
+        base.dispose()
