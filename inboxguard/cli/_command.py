@@ -10,7 +10,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from inboxguard.cli._db import open_engine, redact
+from inboxguard.cli._db import SECRET_KEYS, open_engine, redact
 from inboxguard.cli._output import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from inboxguard.errors import InboxGuardError
 
@@ -32,10 +32,14 @@ def scrub(text: str, raw_url: str | None) -> str:
         return text
     text = text.replace(raw_url, redact(raw_url))
     try:
-        password = make_url(raw_url).password
+        url = make_url(raw_url)
     except Exception:  # an unparsable URL was refused before any message
         return text
-    return text.replace(str(password), "***") if password else text
+    secrets = [str(url.password)] if url.password else []
+    secrets += [str(v) for k, v in url.query.items() if SECRET_KEYS.search(k) and v]
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 def run_on_database(

@@ -20,13 +20,13 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from inboxguard.cli._output import UsageError
 
-__all__ = ["DRIVER_HINTS", "ENV_VAR", "missing_sqlite_file", "open_engine", "redact"]
+__all__ = ["DRIVER_HINTS", "ENV_VAR", "SECRET_KEYS", "missing_sqlite_file", "open_engine", "redact"]
 
 #: Where ``--db`` is read from when it is not given.
 ENV_VAR = "INBOXGUARD_DB_URL"
 
 #: Query parameters whose values are secrets.
-_SECRET_KEYS = re.compile(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
+SECRET_KEYS = re.compile(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
 
 #: The URL each database takes with the drivers inboxguard's extras install.
 DRIVER_HINTS = {
@@ -42,7 +42,7 @@ def redact(url: str | URL) -> str:
         parsed = make_url(url) if isinstance(url, str) else url
     except ArgumentError:
         return "<unparsable URL>"
-    query = {k: ("***" if _SECRET_KEYS.search(k) else v) for k, v in parsed.query.items()}
+    query = {k: ("REDACTED" if SECRET_KEYS.search(k) else v) for k, v in parsed.query.items()}
     return parsed.set(query=query).render_as_string(hide_password=True)
 
 

@@ -210,3 +210,11 @@ def test_the_operations_sample_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "released by ann" in done.stdout
+
+
+def test_p5_secret_query_parameters_are_masked_too(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql+psycopg://ops@127.0.0.1:1/app?sslpassword=hunter2&connect_timeout=2"
+    assert main(["stats", "--db", url]) == 3
+    err = capsys.readouterr().err
+    assert "sslpassword=REDACTED" in err
+    assert "hunter2" not in err
