@@ -117,7 +117,8 @@ class Inbox:
         check_tables(self.engine, self._own_tables(), INBOX_SCHEMA)
 
     def drop_schema(self) -> None:
-        """Drop the inbox, quarantine and watermark tables, with every record in them."""
+        """Drop the inbox, quarantine and watermark tables and the audit trails,
+        with every record in them."""
         self.tables.metadata.drop_all(self.engine, tables=self._every_table())
 
     def _own_tables(self) -> list[Table]:
@@ -430,7 +431,7 @@ class Inbox:
 
 def _audit(actor: str | None, reason: str | None) -> tuple[str, str]:
     """The non-empty actor and reason an audited action needs."""
-    if not (actor or "").strip() or not (reason or "").strip():
+    if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
         msg = (
             "an audited quarantine action needs both actor= (who acts) and reason="
             " (why), each a non-empty string"

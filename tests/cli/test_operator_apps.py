@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -161,24 +160,47 @@ def test_p8_doctor_passes_a_sound_app_and_names_each_failure(
     assert "no module named 'no_such_module_here'" in capsys.readouterr().err
 
 
+CELERY_WORKER_START = """
+import logging, sys
+from types import SimpleNamespace
+from inboxguard.adapters.celery._startup import _refuse_misaligned_worker
+import {name} as project
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
+project.inbox.create_schema()
+_refuse_misaligned_worker(instance=SimpleNamespace(app=project.app))
+"""
+
+
 def test_p9_workers_log_one_info_line_when_their_checks_pass(
     in_project: Path, sqlite_url: str, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from inboxguard.adapters.celery._startup import _refuse_misaligned_worker
+    """Celery's worker hook runs in a process of its own: in this one, the
+    shared tasks other tests declared would join every app."""
     from inboxguard.cli._app import resolve_object
 
     celery = _project(in_project, CELERY_APP, url=sqlite_url, prefix=prefix, visibility=7200)
-    dramatiq = _project(in_project, DRAMATIQ_APP, url=sqlite_url, prefix=prefix, retries=1)
-    app = resolve_object(f"{celery}:app")
-    broker = resolve_object(f"{dramatiq}:broker")
-    resolve_object(f"{celery}:inbox").create_schema()
-    with caplog.at_level(logging.INFO, logger="inboxguard"):
-        _refuse_misaligned_worker(instance=SimpleNamespace(app=app))
-        [middleware] = [m for m in broker.middleware if type(m).__name__ == "InboxMiddleware"]
-        middleware.before_worker_boot(broker, None)
-    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    [celery_line] = [line for line in lines if "Celery start-up checks passed" in line]
+    started = subprocess.run(
+        [sys.executable, "-c", CELERY_WORKER_START.format(name=celery)],
+        cwd=in_project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    [celery_line] = [
+        line for line in started.stdout.splitlines() if "Celery start-up checks passed" in line
+    ]
+    assert celery_line.startswith("INFO ")
     assert "visibility_timeout=2h" in celery_line
     assert "fits inside 1d" in celery_line
+
+    dramatiq = _project(in_project, DRAMATIQ_APP, url=sqlite_url, prefix=prefix, retries=1)
+    broker = resolve_object(f"{dramatiq}:broker")
+    [middleware] = [m for m in broker.middleware if type(m).__name__ == "InboxMiddleware"]
+    middleware.inbox.create_schema()
+    with caplog.at_level(logging.INFO, logger="inboxguard"):
+        middleware.before_worker_boot(broker, None)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     [dramatiq_line] = [line for line in lines if "Dramatiq start-up checks passed" in line]
     assert "retry_schedule" in dramatiq_line
