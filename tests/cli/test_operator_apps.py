@@ -204,3 +204,38 @@ def test_p9_workers_log_one_info_line_when_their_checks_pass(
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     [dramatiq_line] = [line for line in lines if "Dramatiq start-up checks passed" in line]
     assert "retry_schedule" in dramatiq_line
+
+
+INBOX_APP = """
+import datetime as dt
+from sqlalchemy import create_engine
+import inboxguard
+
+inbox = inboxguard.Inbox(create_engine({url!r}), retention=dt.timedelta(days=1), table_prefix={prefix!r})
+"""
+
+
+def test_p8_doctor_checks_the_connection_of_each_database(
+    in_project: Path, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bare module name finds its ``inbox``; the connection check reports the
+    isolation level and, on MariaDB, passes the utf8mb4 check."""
+    name = _project(in_project, INBOX_APP, url=db_url, prefix=prefix)
+    engine = create_engine(db_url)
+    box = inboxguard.Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+    box.create_schema()
+    try:
+        assert main(["doctor", "--app", name, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["framework"] == "inbox"
+        [connection] = [c for c in report["checks"] if c["check"] == "connection"]
+        assert connection["status"] == "ok"
+        assert "isolation" in connection["detail"]
+        assert (
+            "@" not in connection["detail"]
+            or ":***@" in connection["detail"]
+            or ("//root@" in connection["detail"] or "//postgres@" in connection["detail"])
+        )
+    finally:
+        box.drop_schema()
+        engine.dispose()
