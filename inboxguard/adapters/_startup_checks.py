@@ -6,10 +6,21 @@ refuse to start on the error.
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+from collections.abc import Iterable
+
+from inboxguard._core.retention import format_duration
 from inboxguard.adapters._stores import AnyInbox
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["require_tables"]
+__all__ = ["log_alignment_passed", "require_tables"]
+
+logger = logging.getLogger("inboxguard")
+
+#: One checked window: its name, length, where it was found, and the horizon
+#: of the inbox it was checked against.
+CheckedWindow = tuple[str, dt.timedelta, str, dt.timedelta]
 
 
 def require_tables(inbox: AnyInbox) -> None:
@@ -29,3 +40,33 @@ def require_tables(inbox: AnyInbox) -> None:
     except Exception as error:  # the database cannot even be inspected
         msg = f"cannot check the inbox tables before starting a worker: {error}"
         raise ConfigurationError(msg) from error
+
+
+def log_alignment_passed(framework: str, guarded: int, windows: Iterable[CheckedWindow]) -> None:
+    """Log, at INFO and on one line, that a worker's retention check passed:
+    how many handlers are guarded and the window closest to its horizon."""
+    checked = list(windows)
+    if not checked:
+        logger.info(
+            "inboxguard: %s start-up checks passed: %d guarded handler(s), no replay window found",
+            framework,
+            guarded,
+        )
+        return
+    name, length, source, horizon = max(checked, key=_share_of_horizon)
+    logger.info(
+        "inboxguard: %s start-up checks passed: %d guarded handler(s), %d replay window(s)"
+        " inside the evidence horizon; the closest, %s=%s (%s), fits inside %s",
+        framework,
+        guarded,
+        len(checked),
+        name,
+        format_duration(length),
+        source,
+        format_duration(horizon),
+    )
+
+
+def _share_of_horizon(window: CheckedWindow) -> float:
+    _, length, _, horizon = window
+    return length.total_seconds() / max(horizon.total_seconds(), 1e-9)

@@ -13,10 +13,23 @@ import os
 import sys
 from collections.abc import Sequence
 
+from inboxguard import __version__
+
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-_MODULES: tuple[str, ...] = ("retention", "purge", "quarantine", "outbox", "effects", "demo")
+_MODULES: tuple[str, ...] = (
+    "stats",
+    "explain",
+    "quarantine",
+    "purge",
+    "retention",
+    "doctor",
+    "db",
+    "outbox",
+    "effects",
+    "demo",
+)
 #: Exit status after the reader of stdout went away: 128 + SIGPIPE.
 _BROKEN_PIPE = 141
 
@@ -25,8 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="inboxguard",
-        description="Operate inboxguard: retention, purge, quarantine, outbox, effects.",
+        description="Operate inboxguard from a shell: inspect evidence, quarantine, outbox"
+        " and effects; purge; check retention and a deployment; apply the migrations."
+        " Every database command takes --db URL (or $INBOXGUARD_DB_URL) and --json.",
+        epilog="Exit status: 0 done, 1 found something to look at, 2 bad input or"
+        " configuration, 3 database unreachable, 141 output pipe closed.",
     )
+    parser.add_argument("--version", action="version", version=f"inboxguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:
         importlib.import_module(f"inboxguard.cli.{name}").register(sub)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["add_database", "positive_int"]
+__all__ = ["add_database", "add_json", "positive_int"]
 
 
 def positive_int(text: str) -> int:
@@ -20,13 +23,41 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_database(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--db`` (alias ``--url``, default ``$INBOXGUARD_DB_URL``) and ``--prefix``."""
+class _DeprecatedUrl(argparse.Action):
+    """``--url``: the old spelling of ``--db``, accepted with a warning."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print("inboxguard: --url is deprecated; use --db (same URL)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_database(parser: argparse.ArgumentParser, what: str = "inbox") -> None:
+    """``--db`` (default ``$INBOXGUARD_DB_URL``; ``--url`` is a deprecated
+    alias) and ``--prefix``."""
     parser.add_argument(
         "--db",
-        "--url",
         dest="db",
         default=os.environ.get("INBOXGUARD_DB_URL"),
-        help=f"SQLAlchemy URL of the {what}'s database (default: $INBOXGUARD_DB_URL)",
+        metavar="URL",
+        help=f"SQLAlchemy URL of the {what}'s database (default: $INBOXGUARD_DB_URL);"
+        " its password is never printed",
     )
-    parser.add_argument("--prefix", default="inboxguard_", help="table prefix")
+    parser.add_argument(
+        "--url", dest="db", action=_DeprecatedUrl, metavar="URL", help="deprecated: use --db"
+    )
+    parser.add_argument(
+        "--prefix", default="inboxguard_", help="table prefix (default: inboxguard_)"
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json``: print JSON for scripts instead of text for people."""
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (times ISO 8601, durations in seconds)"
+    )

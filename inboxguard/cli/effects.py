@@ -6,9 +6,10 @@
     inboxguard effects resolve KEY --db URL (--applied REFERENCE | --not-applied) --note TEXT
 
 ``--provider`` names the provider to look effects up with: an object or a
-zero-argument factory, as ``module:attribute``. Output is JSON; the exit status
-is 0 on success, 1 when ``reconcile`` leaves effects for an operator, 2 on
-bad input.
+zero-argument factory, as ``module:attribute`` (resolved from the current
+directory). Output is text for people, JSON with ``--json``; the exit status
+is 0 on success, 1 when no such effect exists or ``reconcile`` leaves effects
+for an operator, 2 on bad input, 3 when the database cannot be reached.
 """
 
 from __future__ import annotations
@@ -17,22 +18,23 @@ import argparse
 import dataclasses
 import datetime as dt
 import enum
-import importlib
-import json
-import sys
 from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
 
-from inboxguard import (
-    EffectLedger,
-    EffectRecord,
-    EffectState,
-    InboxGuardError,
-    Provider,
-    Receipt,
+from inboxguard import EffectLedger, EffectRecord, EffectState, Provider, Receipt
+from inboxguard.cli._app import resolve_object
+from inboxguard.cli._args import add_database, add_json
+from inboxguard.cli._command import fail, run_on_database
+from inboxguard.cli._output import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    emit_json,
+    fields,
+    human,
+    table,
 )
-from inboxguard.cli._args import add_database
 
 __all__ = ["register"]
 
@@ -44,24 +46,25 @@ def register(subparsers: Any) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         add_database(p, "ledger")
+        add_json(p)
 
     listing = actions.add_parser("list", help="effects, least recently updated first")
     common(listing)
     listing.add_argument("--state", choices=[s.value for s in _states()])
     listing.add_argument("--limit", type=int, default=100)
-    listing.set_defaults(func=_list)
+    listing.set_defaults(func=_command(_list, read_only=True))
 
     show = actions.add_parser("show", help="one effect with its history")
     common(show)
     show.add_argument("key")
-    show.set_defaults(func=_show)
+    show.set_defaults(func=_command(_show, read_only=True))
 
     rec = actions.add_parser("reconcile", help="settle unknown effects by lookup")
     common(rec)
     rec.add_argument("--provider", required=True, help="module:attribute of the provider")
     rec.add_argument("--older-than", type=float, default=300.0, help="seconds (default 300)")
     rec.add_argument("--limit", type=int, default=1000)
-    rec.set_defaults(func=_reconcile)
+    rec.set_defaults(func=_command(_reconcile, read_only=False))
 
     res = actions.add_parser("resolve", help="record an operator's verdict on an unknown effect")
     common(res)
@@ -70,59 +73,34 @@ def register(subparsers: Any) -> None:
     verdict.add_argument("--applied", metavar="REFERENCE", help="the provider's reference")
     verdict.add_argument("--not-applied", action="store_true")
     res.add_argument("--note", required=True, help="what was checked, for the history")
-    res.set_defaults(func=_resolve)
+    res.set_defaults(func=_command(_resolve, read_only=False))
 
 
 def _states() -> list[enum.Enum]:
     return list(EffectState)
 
 
-def _ledger(args: argparse.Namespace) -> EffectLedger:
-    if not args.db:
-        msg = "--db is required (or set INBOXGUARD_DB_URL): the ledger's SQLAlchemy URL"
-        raise _UsageError(msg)
-    return EffectLedger(create_engine(args.db), table_prefix=args.prefix)
+def _command(action: Any, *, read_only: bool) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        return run_on_database("effects", args, action, read_only=read_only)
+
+    return run
 
 
-class _UsageError(Exception):
-    pass
+def _ledger(engine: Engine, args: argparse.Namespace) -> EffectLedger:
+    return EffectLedger(engine, table_prefix=args.prefix)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _emit(value: Any) -> None:
-    print(json.dumps(_plain(value), indent=2, sort_keys=True, default=str))
-
-
-def _guarded(run: Any) -> Any:
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            status: int = run(args)
-        except (_UsageError, InboxGuardError) as error:
-            print(f"inboxguard effects: {error}", file=sys.stderr)
-            return 2
-        return status
-
-    return wrapper
-
-
-@_guarded
-def _list(args: argparse.Namespace) -> int:
-    records = _ledger(args).effects(state=args.state, limit=args.limit)
-    _emit([_summary(r) for r in records])
-    return 0
+def _list(engine: Engine, args: argparse.Namespace) -> int:
+    records = _ledger(engine, args).effects(state=args.state, limit=args.limit)
+    if args.json:
+        emit_json([_summary(r) for r in records])
+        return EXIT_OK
+    rows = [
+        (r.effect_key, r.provider, r.state, r.applied, r.attempts, r.updated_at) for r in records
+    ]
+    table(("EFFECT", "PROVIDER", "STATE", "APPLIED", "ATTEMPTS", "UPDATED"), rows)
+    return EXIT_OK
 
 
 def _summary(record: EffectRecord) -> dict[str, Any]:
@@ -133,53 +111,52 @@ def _summary(record: EffectRecord) -> dict[str, Any]:
         "applied": record.applied,
         "attempts": record.attempts,
         "receipt": record.receipt.reference if record.receipt else None,
-        "updated_at": record.updated_at.isoformat(),
+        "updated_at": record.updated_at,
     }
 
 
-@_guarded
-def _show(args: argparse.Namespace) -> int:
-    record = _ledger(args).get(args.key)
+def _show(engine: Engine, args: argparse.Namespace) -> int:
+    record = _ledger(engine, args).get(args.key)
     if record is None:
-        print(f"inboxguard effects: no effect {args.key!r}", file=sys.stderr)
-        return 1
-    _emit(record)
-    return 0
+        return fail("effects", f"no effect {args.key!r}", EXIT_FOUND)
+    if args.json:
+        emit_json(record)
+        return EXIT_OK
+    fields([(k, v) for k, v in _summary(record).items()])
+    for t in record.history:
+        print(f"  {human(t.at)} {t.event}: {t.from_state or '-'} -> {t.to_state} by {t.actor}")
+    return EXIT_OK
 
 
 def _load_provider(spec: str) -> Provider:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        msg = f"--provider {spec!r} must look like 'package.module:attribute'"
-        raise _UsageError(msg)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as error:
-        msg = f"--provider {spec!r} cannot be loaded: {error}"
-        raise _UsageError(msg) from error
+    target = resolve_object(spec, option="--provider")
     provider = target() if isinstance(target, type) or not hasattr(target, "contract") else target
     if not isinstance(provider, Provider):
         msg = f"--provider {spec!r} gave {provider!r}, which has no contract/send/lookup"
-        raise _UsageError(msg)
+        raise UsageError(msg)
     return provider
 
 
-@_guarded
-def _reconcile(args: argparse.Namespace) -> int:
-    report = _ledger(args).reconcile(
+def _reconcile(engine: Engine, args: argparse.Namespace) -> int:
+    report = _ledger(engine, args).reconcile(
         _load_provider(args.provider),
         older_than=dt.timedelta(seconds=args.older_than),
         limit=args.limit,
     )
-    _emit(report)
-    return 1 if report.needs_operator or report.failed else 0
+    if args.json:
+        emit_json(report)
+    else:
+        fields([(f.name, getattr(report, f.name)) for f in dataclasses.fields(report)])
+    return EXIT_FOUND if report.needs_operator or report.failed else EXIT_OK
 
 
-@_guarded
-def _resolve(args: argparse.Namespace) -> int:
+def _resolve(engine: Engine, args: argparse.Namespace) -> int:
     receipt = Receipt(args.applied) if args.applied else None
-    record = _ledger(args).resolve(
+    record = _ledger(engine, args).resolve(
         args.key, applied=not args.not_applied, receipt=receipt, note=args.note
     )
-    _emit(_summary(record))
-    return 0
+    if args.json:
+        emit_json(_summary(record))
+    else:
+        fields(list(_summary(record).items()))
+    return EXIT_OK

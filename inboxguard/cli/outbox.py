@@ -1,7 +1,8 @@
 """``inboxguard outbox status|dispatch|retry-dead|compact``.
 
-The database comes from ``--url`` or the ``INBOXGUARD_DATABASE_URL``
-environment variable. ``dispatch`` needs a transport: ``--transport
+The database comes from ``--db`` or ``$INBOXGUARD_DB_URL`` (the older
+``--url`` and ``$INBOXGUARD_DATABASE_URL`` still work; ``--table-prefix`` is
+``--prefix``). ``--json`` prints JSON. ``dispatch`` needs a transport: ``--transport
 module:name`` names a transport callable, or a zero-argument factory that
 returns one (so the broker connection is built in the dispatcher's process).
 ``dispatch`` prints how many rows were delivered, failed (due again after a
@@ -13,22 +14,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import inspect
 import json
 import logging
 import os
-import sys
 from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
 
-from inboxguard.errors import ConfigurationError, InboxGuardError
+from inboxguard.cli._app import resolve_object
+from inboxguard.cli._args import add_database, add_json
+from inboxguard.cli._command import run_on_database
+from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, emit_json, fields, plain
+from inboxguard.errors import ConfigurationError
 from inboxguard.outbox import Dispatcher, DispatchStats, Outbox, OutboxMessage
 
 __all__ = ["load_transport", "print_transport", "register"]
 
-_ENV_URL = "INBOXGUARD_DATABASE_URL"
+#: The outbox commands' older variable, read when ``$INBOXGUARD_DB_URL`` is unset.
+_OLD_ENV_URL = "INBOXGUARD_DATABASE_URL"
 
 
 def register(subparsers: Any) -> None:
@@ -36,10 +40,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("outbox", help="inspect and drain the transactional outbox")
     sub = parser.add_subparsers(dest="outbox_command", metavar="ACTION", required=True)
 
-    status = sub.add_parser("status", help="backlog, oldest unsent age, dead rows")
+    status = sub.add_parser("status", help="backlog, oldest unsent age, dead rows (exit 1 if dead)")
     _common(status)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
-    status.set_defaults(func=_status)
+    status.set_defaults(func=_command(_status, read_only=True))
 
     dispatch = sub.add_parser("dispatch", help="deliver due rows through a transport")
     _common(dispatch)
@@ -58,70 +61,69 @@ def register(subparsers: Any) -> None:
     dispatch.add_argument(
         "--once", action="store_true", help="run one pass and exit (default: until SIGTERM)"
     )
-    dispatch.set_defaults(func=_dispatch)
+    dispatch.set_defaults(func=_command(_run_dispatch, read_only=False))
 
     retry = sub.add_parser("retry-dead", help="make dead rows due again")
     _common(retry)
     retry.add_argument(
         "--command-id", action="append", dest="command_ids", help="only this ID (repeatable)"
     )
-    retry.set_defaults(func=_retry_dead)
+    retry.set_defaults(func=_command(_retry_dead, read_only=False))
 
     compact = sub.add_parser("compact", help="drop delivered payloads, purge expired evidence")
     _common(compact)
     compact.add_argument("--delivered-retention-hours", type=float, default=24.0)
     compact.add_argument("--retention-days", type=float, default=30.0)
-    compact.set_defaults(func=_compact)
+    compact.set_defaults(func=_command(_compact, read_only=False))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--url", default=os.environ.get(_ENV_URL), help=f"database URL (${_ENV_URL})"
-    )
-    parser.add_argument("--table-prefix", default="inboxguard_")
+    add_database(parser, "outbox")
+    parser.add_argument("--table-prefix", dest="prefix", help=argparse.SUPPRESS)
+    add_json(parser)
+    if parser.get_default("db") is None:
+        parser.set_defaults(db=os.environ.get(_OLD_ENV_URL))
 
 
-def _outbox(args: argparse.Namespace, **options: Any) -> Outbox:
-    if not args.url:
-        msg = f"no database: pass --url or set {_ENV_URL}"
-        raise ConfigurationError(msg)
-    return Outbox(create_engine(args.url), table_prefix=args.table_prefix, **options)
+def _command(action: Any, *, read_only: bool) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        return run_on_database("outbox", args, action, read_only=read_only)
+
+    return run
 
 
-def _status(args: argparse.Namespace) -> int:
-    return _guarded(lambda: _print_status(args))
+def _outbox(engine: Engine, args: argparse.Namespace, **options: Any) -> Outbox:
+    return Outbox(engine, table_prefix=args.prefix, **options)
 
 
-def _print_status(args: argparse.Namespace) -> int:
-    status = _outbox(args).status()
+def _status(engine: Engine, args: argparse.Namespace) -> int:
+    status = _outbox(engine, args).status()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "backlog": status.backlog,
-                    "oldest_unsent_age_seconds": status.oldest_unsent_age.total_seconds(),
-                    "dead": status.dead,
-                    "delivered": status.delivered,
-                }
-            )
+        emit_json(
+            {
+                "backlog": status.backlog,
+                "oldest_unsent_age_seconds": status.oldest_unsent_age.total_seconds(),
+                "dead": status.dead,
+                "delivered": status.delivered,
+            }
         )
     else:
-        print(f"backlog            {status.backlog}")
-        print(f"oldest unsent age  {status.oldest_unsent_age}")
-        print(f"dead               {status.dead}")
-        print(f"delivered (kept)   {status.delivered}")
-    return 1 if status.dead else 0
+        fields(
+            [
+                ("backlog", status.backlog),
+                ("oldest unsent age", status.oldest_unsent_age),
+                ("dead", status.dead),
+                ("delivered (kept)", status.delivered),
+            ]
+        )
+    return EXIT_FOUND if status.dead else EXIT_OK
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    return _guarded(lambda: _run_dispatch(args))
-
-
-def _run_dispatch(args: argparse.Namespace) -> int:
+def _run_dispatch(engine: Engine, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     transport = load_transport(args.transport)
     dispatcher = Dispatcher(
-        _outbox(args),
+        _outbox(engine, args),
         transport,
         batch_size=args.batch_size,
         max_attempts=args.max_attempts,
@@ -132,40 +134,45 @@ def _run_dispatch(args: argparse.Namespace) -> int:
     if args.once:
         with dispatcher:
             dispatcher.run_once()
-        return _report("dispatched", dispatcher.stats)
-    return _report("stopped", dispatcher.run_forever())
+        return _report("dispatched", dispatcher.stats, args.json)
+    return _report("stopped", dispatcher.run_forever(), args.json)
 
 
-def _report(what: str, stats: DispatchStats) -> int:
+def _report(what: str, stats: DispatchStats, as_json: bool) -> int:
     """Print the counters; 1 when rows were claimed and none was delivered."""
-    print(
-        f"{what}: delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead},"
-        f" released {stats.released}"
-    )
-    claimed = stats.delivered + stats.failed + stats.dead + stats.released
-    return 1 if claimed and not stats.delivered else 0
-
-
-def _retry_dead(args: argparse.Namespace) -> int:
-    def run() -> int:
-        print(f"made due again: {_outbox(args).retry_dead(args.command_ids)}")
-        return 0
-
-    return _guarded(run)
-
-
-def _compact(args: argparse.Namespace) -> int:
-    def run() -> int:
-        box = _outbox(
-            args,
-            retention=dt.timedelta(days=args.retention_days),
-            delivered_retention=dt.timedelta(hours=args.delivered_retention_hours),
+    if as_json:
+        emit_json({"what": what, **plain(stats)})
+    else:
+        print(
+            f"{what}: delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead},"
+            f" released {stats.released}"
         )
-        result = box.compact()
-        print(f"compacted {result.compacted}, purged {result.purged}")
-        return 0
+    claimed = stats.delivered + stats.failed + stats.dead + stats.released
+    return EXIT_FOUND if claimed and not stats.delivered else EXIT_OK
 
-    return _guarded(run)
+
+def _retry_dead(engine: Engine, args: argparse.Namespace) -> int:
+    count = _outbox(engine, args).retry_dead(args.command_ids)
+    if args.json:
+        emit_json({"made_due_again": count})
+    else:
+        print(f"made due again: {count}")
+    return EXIT_OK
+
+
+def _compact(engine: Engine, args: argparse.Namespace) -> int:
+    box = _outbox(
+        engine,
+        args,
+        retention=dt.timedelta(days=args.retention_days),
+        delivered_retention=dt.timedelta(hours=args.delivered_retention_hours),
+    )
+    result = box.compact()
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"compacted {result.compacted}, purged {result.purged}")
+    return EXIT_OK
 
 
 def load_transport(spec: str) -> Any:
@@ -174,15 +181,7 @@ def load_transport(spec: str) -> Any:
     Raises:
         ConfigurationError: the spec does not name a callable.
     """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        msg = f"--transport {spec!r} must look like 'package.module:name'"
-        raise ConfigurationError(msg)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        msg = f"--transport {spec!r} cannot be loaded: {exc}"
-        raise ConfigurationError(msg) from exc
+    target = resolve_object(spec, option="--transport")
     if not callable(target):
         msg = f"--transport {spec!r} is not callable"
         raise ConfigurationError(msg)
@@ -198,15 +197,6 @@ def _required_args(fn: Any) -> int | None:
         return None
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
-
-
-def _guarded(run: Any) -> int:
-    try:
-        status: int = run()
-    except InboxGuardError as exc:
-        print(f"inboxguard outbox: {exc}", file=sys.stderr)
-        return 2
-    return status
 
 
 def print_transport(message: OutboxMessage) -> None:

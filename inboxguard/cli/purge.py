@@ -1,30 +1,35 @@
 """``inboxguard purge``: delete expired evidence in batches, with a progress
-bar and a summary. ``--dry-run`` only counts."""
+bar (on a terminal's stderr only) and a summary. ``--dry-run`` only counts
+(and, being a read, never creates a SQLite file)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any, TextIO
 
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from inboxguard import ConfigurationError, PurgeReport
-from inboxguard.cli._args import positive_int
+from inboxguard import PurgeReport
+from inboxguard.cli._args import add_database, add_json, positive_int
+from inboxguard.cli._command import run_on_database
 from inboxguard.cli._duration import parse_duration
 from inboxguard.cli._inbox import missing_table, open_inbox
+from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, UsageError, emit_json, plain
 
 __all__ = ["ProgressBar", "register"]
 
 
 def register(subparsers: Any) -> None:
     """Add ``purge``."""
-    parser = subparsers.add_parser("purge", help="delete expired inbox evidence in batches")
-    parser.add_argument("--url", required=True, help="SQLAlchemy database URL of the inbox")
-    parser.add_argument("--prefix", default="inboxguard_", help="table prefix of the inbox")
+    parser = subparsers.add_parser(
+        "purge",
+        help="delete expired inbox evidence in batches",
+        description="Delete expired evidence (and results past their TTL) in short batches,"
+        " with a progress bar on a terminal's stderr. --dry-run only counts.",
+    )
+    add_database(parser, "inbox")
+    add_json(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="count what would go; change nothing"
     )
@@ -38,43 +43,28 @@ def register(subparsers: Any) -> None:
         help="also delete RESOLVED quarantine records last seen before this (default: keep);"
         " open ones are never deleted",
     )
-    parser.set_defaults(func=_purge)
+    parser.set_defaults(
+        func=lambda args: run_on_database("purge", args, _purge, read_only=args.dry_run)
+    )
 
 
-def _purge(args: argparse.Namespace) -> int:
-    try:
-        engine = create_engine(args.url)
-    except (ArgumentError, ImportError) as error:
-        print(f"inboxguard purge: --url {args.url!r} is not usable: {error}", file=sys.stderr)
-        return 2
-    try:
-        return _purge_with(engine, args)
-    except DBAPIError as error:
-        print(f"inboxguard purge: the database refused: {error.orig}", file=sys.stderr)
-        return 1
-    finally:
-        engine.dispose()
-
-
-def _purge_with(engine: Engine, args: argparse.Namespace) -> int:
-    try:
-        inbox = open_inbox(engine, args.prefix)
-    except ConfigurationError as error:
-        print(f"inboxguard purge: --prefix: {error}", file=sys.stderr)
-        return 2
+def _purge(engine: Engine, args: argparse.Namespace) -> int:
+    inbox = open_inbox(engine, args.prefix)
     missing = missing_table(inbox, inbox.tables.inbox)
     if missing is not None:
-        print(f"inboxguard purge: {missing}", file=sys.stderr)
-        return 2
+        raise UsageError(missing)
     now = inbox.clock()
     before = now - args.resolved_older_than if args.resolved_older_than is not None else None
     plan = inbox.purge_plan(now=now, resolved_before=before)
     if args.dry_run:
-        print(
-            f"dry run: {plan.expired} expired rows, {plan.results_due} results past their"
-            f" TTL, {plan.quarantine_due} resolved quarantine records would be purged"
-        )
-        return 0
+        if args.json:
+            emit_json({"dry_run": True, "at": now, **plain(plan)})
+        else:
+            print(
+                f"dry run: {plan.expired} expired rows, {plan.results_due} results past their"
+                f" TTL, {plan.quarantine_due} resolved quarantine records would be purged"
+            )
+        return EXIT_OK
     bar = ProgressBar(plan.expired + plan.results_due + plan.quarantine_due, sys.stderr)
     report = inbox.purge(
         now=now,
@@ -84,12 +74,16 @@ def _purge_with(engine: Engine, args: argparse.Namespace) -> int:
         resolved_before=before,
     )
     bar.finish()
-    print(report.summary())
-    return 0
+    if args.json:
+        emit_json({"dry_run": False, "at": now, **plain(report)})
+    else:
+        print(report.summary())
+    return EXIT_OK if report.acquired else EXIT_FOUND  # another purger held the lock
 
 
 class ProgressBar:
-    """A one-line bar on a terminal; a line every few seconds otherwise."""
+    """A one-line bar redrawn on a terminal; nothing when ``out`` is not one
+    (a log file or a pipe gets the summary only)."""
 
     WIDTH = 30
 
@@ -97,7 +91,6 @@ class ProgressBar:
         self.total = max(total, 1)
         self.out = out
         self.tty = out.isatty()
-        self.last = 0.0
 
     def update(self, report: PurgeReport) -> None:
         """Redraw with the running report."""
@@ -109,9 +102,6 @@ class ProgressBar:
         if self.tty:
             self.out.write("\r" + line)
             self.out.flush()
-        elif time.monotonic() - self.last >= 2.0:
-            self.last = time.monotonic()
-            print(line, file=self.out, flush=True)
 
     def finish(self) -> None:
         """End the bar's line."""

@@ -1,40 +1,56 @@
 """``inboxguard quarantine``: the messages the inbox refused, from a shell.
 
-    inboxguard quarantine list --db URL [--consumer NAME] [--status open|resolved|all]
-    inboxguard quarantine show ID --db URL
-    inboxguard quarantine resolve ID --db URL
-    inboxguard quarantine replay ID --db URL --transport module:factory --reason TEXT
-                                   [--by NAME] [--destination NAME]
+    inboxguard quarantine list [--consumer NAME] [--status open|resolved|all] [--json]
+    inboxguard quarantine show ID [--json]
+    inboxguard quarantine release ID --reason TEXT [--by NAME] [--json]
+    inboxguard quarantine resolve ID --reason TEXT [--by NAME] [--json]
+    inboxguard quarantine replay ID --transport module:factory --reason TEXT
+                                   [--by NAME] [--destination NAME] [--json]
 
-Output is JSON. ``show`` prints the record with the message details the
-adapter kept (body, headers, properties) and the replays recorded so far.
-``resolve`` marks an open record handled; it changes no evidence, so a
-replay of the same command is judged exactly as before. ``replay``
-publishes the stored message again, under the same command ID, through an
-outbox transport (``module:name`` of a transport or of a zero-argument
-factory, as ``outbox dispatch --transport`` takes), then records who
-(``--by``, default: the OS user), why (``--reason``), where and the
-transport's receipt, and marks the record resolved. The exit status is 0 on
-success, 1 when no (open) record has that ID or the transport failed
-(nothing is recorded then), 2 on bad input.
+Every subcommand takes ``--db URL`` (or ``$INBOXGUARD_DB_URL``) and
+``--prefix``. ``show`` prints the record with the message details the adapter
+kept and every replay, release and resolution recorded. ``release`` lets the
+command be processed again: it deletes the evidence that refused it and
+resolves the record. ``resolve`` marks an open record handled and changes no
+evidence. ``replay`` publishes the stored message again, under the same
+command ID, through an outbox transport. Each action records who (``--by``,
+default: the OS user), why (``--reason``) and when. Exit status: 0 done, 1
+no (open) record has that ID or the transport failed (nothing recorded), 2
+bad input, 3 the database cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import getpass
-import json
-import sys
 from typing import Any
 
-from sqlalchemy import create_engine, inspect
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.engine import Engine
 
-from inboxguard import ConfigurationError, Inbox
-from inboxguard.cli._args import add_database, positive_int
+from inboxguard import (
+    ConfigurationError,
+    QuarantineAction,
+    QuarantineDetail,
+    QuarantineRecord,
+    quarantine_list,
+    quarantine_show,
+    release_quarantine,
+    resolve_quarantine,
+)
+from inboxguard.cli._args import add_database, add_json, positive_int
+from inboxguard.cli._command import fail, run_on_database
 from inboxguard.cli._inbox import missing_table, open_inbox
+from inboxguard.cli._output import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    emit_json,
+    fields,
+    human,
+    plain,
+    table,
+)
 from inboxguard.cli._replay import describe, replay_message
 from inboxguard.cli.outbox import load_transport
 
@@ -45,34 +61,51 @@ _STATUSES = ("open", "resolved", "all")
 
 def register(subparsers: Any) -> None:
     """Add ``quarantine`` and its actions to the command line."""
-    parser = subparsers.add_parser("quarantine", help="inspect and resolve refused messages")
+    parser = subparsers.add_parser(
+        "quarantine", help="inspect, release, resolve and replay refused messages"
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         add_database(p, "inbox")
+        add_json(p)
 
     listing = actions.add_parser("list", help="quarantine records, oldest first")
     common(listing)
     listing.add_argument("--consumer", help="only this consumer's records")
     listing.add_argument("--status", choices=_STATUSES, default="open", help="default: open")
     listing.add_argument("--limit", type=positive_int, default=100, metavar="N")
-    listing.set_defaults(func=_list)
+    listing.set_defaults(func=_command(_list, read_only=True))
 
-    show = actions.add_parser("show", help="one record with the refused message's details")
+    show = actions.add_parser(
+        "show", help="one record with the refused message's details and its audit trail"
+    )
     common(show)
-    show.add_argument("id", type=positive_int, metavar="ID")
-    show.set_defaults(func=_show)
+    show.add_argument(
+        "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+    )
+    show.set_defaults(func=_command(_show, read_only=True))
 
-    res = actions.add_parser("resolve", help="mark an open record handled")
-    common(res)
-    res.add_argument("id", type=positive_int, metavar="ID")
-    res.set_defaults(func=_resolve)
+    for name, helptext in (
+        ("release", "let the command be processed again: delete the evidence that refused it"),
+        ("resolve", "mark an open record handled; the evidence is untouched"),
+    ):
+        p = actions.add_parser(name, help=helptext)
+        common(p)
+        p.add_argument(
+            "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+        )
+        p.add_argument("--reason", required=True, help=f"why it is {name}d (recorded)")
+        p.add_argument("--by", default=None, help="who acts (default: the OS user; recorded)")
+        p.set_defaults(func=_command(_settle, read_only=False), settle=name)
 
     replay = actions.add_parser(
         "replay", help="publish a refused message again through a transport, and record it"
     )
     common(replay)
-    replay.add_argument("id", type=positive_int, metavar="ID")
+    replay.add_argument(
+        "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
+    )
     replay.add_argument(
         "--transport",
         required=True,
@@ -83,128 +116,143 @@ def register(subparsers: Any) -> None:
     replay.add_argument(
         "--destination", help="where to publish (default: where the message came from)"
     )
-    replay.set_defaults(func=_replay)
+    replay.set_defaults(func=_command(_replay, read_only=False))
 
 
-class _UsageError(Exception):
-    pass
+def _command(action: Any, *, read_only: bool) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        return run_on_database("quarantine", args, action, read_only=read_only)
+
+    return run
 
 
-def _run(args: argparse.Namespace, action: Any) -> int:
-    if not args.db:
+def _summary(record: QuarantineRecord) -> dict[str, Any]:
+    shown: dict[str, Any] = plain(record)
+    shown.pop("details", None)
+    return shown
+
+
+def _list(engine: Engine, args: argparse.Namespace) -> int:
+    status = None if args.status == "all" else args.status
+    records = quarantine_list(
+        engine, table_prefix=args.prefix, consumer=args.consumer, status=status, limit=args.limit
+    )
+    if args.json:
+        emit_json([_summary(r) for r in records])
+        return EXIT_OK
+    if not records:
+        print(f"no {args.status if status else ''} quarantine records".replace("  ", " "))
+        return EXIT_OK
+    rows = [
+        (r.id, r.consumer, r.command_id, r.reason, r.status, r.occurrences, r.last_seen_at)
+        for r in records
+    ]
+    table(("ID", "CONSUMER", "COMMAND", "REASON", "STATUS", "SEEN", "LAST SEEN"), rows)
+    return EXIT_OK
+
+
+def _show(engine: Engine, args: argparse.Namespace) -> int:
+    found = quarantine_show(engine, args.id, table_prefix=args.prefix)
+    if found is None:
+        return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)
+    if args.json:
+        shown: dict[str, Any] = plain(found.record)
+        shown["replays"] = plain(found.replays)
+        shown["actions"] = plain(found.actions)
+        emit_json(shown)
+    else:
+        _print_detail(found)
+    return EXIT_OK
+
+
+def _print_detail(found: QuarantineDetail) -> None:
+    r = found.record
+    fields(
+        [
+            ("id", r.id),
+            ("consumer", r.consumer),
+            ("command", r.command_id),
+            ("reason", r.reason),
+            ("status", r.status),
+            ("incoming_digest", r.incoming_digest),
+            ("stored_digest", r.stored_digest),
+            ("first_seen_at", r.first_seen_at),
+            ("last_seen_at", r.last_seen_at),
+            ("occurrences", r.occurrences),
+            ("details", "kept" if r.details else None),
+        ]
+    )
+    for a in found.actions:
+        print(f"{a.action}d by {a.actor} at {human(a.acted_at)}: {a.reason}")
+        if a.evidence_digest:
+            print(f"  removed evidence {a.evidence_digest} of {human(a.evidence_processed_at)}")
+    for p in found.replays:
         print(
-            "inboxguard quarantine: --db is required (or set INBOXGUARD_DB_URL):"
-            " the inbox's SQLAlchemy URL",
-            file=sys.stderr,
+            f"replayed to {p.destination} by {p.replayed_by} at {human(p.replayed_at)}: {p.reason}"
         )
-        return 2
+
+
+def _settle(engine: Engine, args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        raise UsageError(f"--reason must say why the record is {args.settle}d")
+    settle = release_quarantine if args.settle == "release" else resolve_quarantine
+    done: QuarantineAction | None = settle(
+        engine, args.id, actor=args.by or _os_user(), reason=args.reason, table_prefix=args.prefix
+    )
+    if done is None:
+        return fail("quarantine", f"no open record with ID {args.id}", EXIT_FOUND)
+    if args.json:
+        emit_json(done)
+        return EXIT_OK
+    print(f"record {done.quarantine_id} {args.settle}d by {done.actor} at {human(done.acted_at)}")
+    if done.evidence_digest:
+        print(
+            f"removed the evidence of {done.consumer}/{done.command_id} (digest"
+            f" {done.evidence_digest}): its next delivery is processed"
+        )
+    elif args.settle == "release":
+        print("no stored evidence refused it: publish the message again to process it")
+    return EXIT_OK
+
+
+def _replay(engine: Engine, args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        raise UsageError("--reason must say why the message is replayed")
+    inbox = open_inbox(engine, args.prefix)
+    missing = missing_table(inbox, inbox.tables.quarantine_replays)
+    if missing is not None:
+        raise UsageError(f"{missing}; or run: inboxguard db upgrade")
+    record = inbox.quarantine_record(args.id)
+    if record is None:
+        return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)
     try:
-        engine = create_engine(args.db)
-    except (ArgumentError, ImportError) as error:
-        print(f"inboxguard quarantine: --db {args.db!r} is not usable: {error}", file=sys.stderr)
-        return 2
-    try:
-        inbox = open_inbox(engine, args.prefix)
-        missing = missing_table(inbox, inbox.tables.quarantine)
-        if missing is not None:
-            raise _UsageError(missing)
-        status: int = action(inbox, args)
-        return status
-    except _UsageError as error:
-        print(f"inboxguard quarantine: {error}", file=sys.stderr)
-        return 2
+        message = replay_message(record, args.destination, dt.datetime.now(dt.UTC))
+        transport = load_transport(args.transport)
     except ConfigurationError as error:
-        print(f"inboxguard quarantine: --prefix: {error}", file=sys.stderr)
-        return 2
-    except DBAPIError as error:
-        print(f"inboxguard quarantine: the database refused: {error.orig}", file=sys.stderr)
-        return 1
+        raise UsageError(str(error)) from error
+    try:
+        receipt = transport(message)
+    except Exception as error:  # the broker did not take it: nothing is recorded
+        reason = f"{type(error).__name__}: {error}"
+        msg = f"the transport did not publish record {args.id} ({reason}); nothing was recorded"
+        return fail("quarantine", msg, EXIT_FOUND)
     finally:
-        engine.dispose()
-
-
-def _emit(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
-def _list(args: argparse.Namespace) -> int:
-    def action(inbox: Inbox, args: argparse.Namespace) -> int:
-        status = None if args.status == "all" else args.status
-        records = inbox.quarantined(args.consumer, status=status, limit=args.limit)
-        _emit([{k: v for k, v in dataclasses.asdict(r).items() if k != "details"} for r in records])
-        return 0
-
-    return _run(args, action)
-
-
-def _show(args: argparse.Namespace) -> int:
-    def action(inbox: Inbox, args: argparse.Namespace) -> int:
-        found = inbox.quarantine_record(args.id)
-        if found is None:
-            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
-            return 1
-        shown = dataclasses.asdict(found)
-        if inspect(inbox.engine).has_table(inbox.tables.quarantine_replays.name):
-            shown["replays"] = [dataclasses.asdict(r) for r in inbox.quarantine_replays(args.id)]
-        _emit(shown)
-        return 0
-
-    return _run(args, action)
-
-
-def _resolve(args: argparse.Namespace) -> int:
-    def action(inbox: Inbox, args: argparse.Namespace) -> int:
-        if not inbox.resolve_quarantine(args.id):
-            print(f"inboxguard quarantine: no open record with ID {args.id}", file=sys.stderr)
-            return 1
-        record = inbox.quarantine_record(args.id)
-        if record is None:  # a purge deleted it since; the resolution stands
-            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
-            return 1
-        _emit({k: v for k, v in dataclasses.asdict(record).items() if k != "details"})
-        return 0
-
-    return _run(args, action)
-
-
-def _replay(args: argparse.Namespace) -> int:
-    def action(inbox: Inbox, args: argparse.Namespace) -> int:
-        if not args.reason.strip():
-            raise _UsageError("--reason must say why the message is replayed")
-        missing = missing_table(inbox, inbox.tables.quarantine_replays)
-        if missing is not None:
-            raise _UsageError(f"{missing}; with Alembic: alembic upgrade inboxguard@head")
-        record = inbox.quarantine_record(args.id)
-        if record is None:
-            print(f"inboxguard quarantine: no record with ID {args.id}", file=sys.stderr)
-            return 1
-        try:
-            message = replay_message(record, args.destination, dt.datetime.now(dt.UTC))
-            transport = load_transport(args.transport)
-        except ConfigurationError as error:
-            raise _UsageError(str(error)) from error
-        try:
-            receipt = transport(message)
-        except Exception as error:  # the broker did not take it: nothing is recorded
-            print(
-                f"inboxguard quarantine: the transport did not publish record {args.id}"
-                f" ({type(error).__name__}: {error}); nothing was recorded",
-                file=sys.stderr,
-            )
-            return 1
-        finally:
-            _close(transport)
-        replayed = inbox.record_quarantine_replay(
-            record,
-            destination=message.destination,
-            replayed_by=args.by or _os_user(),
-            reason=args.reason,
-            receipt=receipt,
+        _close(transport)
+    replayed = inbox.record_quarantine_replay(
+        record,
+        destination=message.destination,
+        replayed_by=args.by or _os_user(),
+        reason=args.reason,
+        receipt=receipt,
+    )
+    if args.json:
+        emit_json({**describe(message), "replay": plain(replayed)})
+    else:
+        print(
+            f"record {record.id} replayed to {message.destination} by {replayed.replayed_by}"
+            f" at {human(replayed.replayed_at)}"
         )
-        _emit({**describe(message), "replay": dataclasses.asdict(replayed)})
-        return 0
-
-    return _run(args, action)
+    return EXIT_OK
 
 
 def _os_user() -> str:

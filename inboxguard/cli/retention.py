@@ -1,16 +1,24 @@
 """``inboxguard retention explain|check``: show a policy's windows and horizon,
-and check replay windows against it (exit status 1 when one does not fit)."""
+and check replay windows against it (exit status 1 when one does not fit).
+
+With ``--app`` the windows are the ones the application's Celery or Dramatiq
+workers discover at start-up (see :mod:`inboxguard.cli._windows`), each
+with where it was read, checked against the horizon of its handler's inbox.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import sys
 from typing import Any
 
 from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
+from inboxguard.cli._app import resolve_object
+from inboxguard.cli._args import add_json
 from inboxguard.cli._duration import parse_duration, parse_window
+from inboxguard.cli._output import emit_json, table
+from inboxguard.cli._windows import DEFAULT_APP_ATTRS, Discovery, discover
 from inboxguard.errors import ConfigurationError, RetentionMisalignedError
 
 __all__ = ["load_policy", "register"]
@@ -20,8 +28,17 @@ def register(subparsers: Any) -> None:
     """Add ``retention explain`` and ``retention check``."""
     parser = subparsers.add_parser("retention", help="explain and check the retention policy")
     sub = parser.add_subparsers(dest="retention_command", metavar="ACTION", required=True)
-    explain = sub.add_parser("explain", help="print each window, its source and the horizon")
+    explain = sub.add_parser(
+        "explain",
+        help="print each window, its source and the horizon",
+        description="Print the policy's windows and horizon. With --app, also every replay"
+        " window the Celery or Dramatiq workers of that application discover (visibility"
+        " timeout, retry schedule, dead-letter TTL, heartbeat requeue), where each was read"
+        " and whether it fits inside the horizon (exit 1 when one does not).",
+    )
     add_policy_arguments(explain)
+    add_app(explain)
+    add_json(explain)
     explain.add_argument(
         "--window",
         action="append",
@@ -33,15 +50,27 @@ def register(subparsers: Any) -> None:
     explain.set_defaults(func=_explain)
     check = sub.add_parser("check", help="exit 1 unless every window fits inside the horizon")
     add_policy_arguments(check)
+    add_app(check)
+    add_json(check)
     check.add_argument(
         "--window",
         action="append",
         type=parse_window,
-        required=True,
+        default=[],
         metavar="NAME=DURATION",
         help="a replay window to check, e.g. visibility_timeout=1h (repeat for more)",
     )
     check.set_defaults(func=_check)
+
+
+def add_app(parser: argparse.ArgumentParser) -> None:
+    """``--app MODULE:ATTR``: a Celery app, a Dramatiq broker or an Inbox."""
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="your Celery app, Dramatiq broker or Inbox, resolved from the current directory"
+        " like celery -A (e.g. proj.worker:app); its workers' windows are discovered",
+    )
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,17 +112,7 @@ def load_policy(args: argparse.Namespace) -> RetentionPolicy:
 
 
 def _import_policy(spec: str) -> RetentionPolicy:
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        msg = f"--policy {spec!r} must look like MODULE:ATTR, e.g. myapp.inbox:policy"
-        raise ConfigurationError(msg)
-    try:
-        value: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            value = getattr(value, part)
-    except (ImportError, AttributeError) as error:
-        msg = f"--policy {spec!r} could not be loaded: {error}"
-        raise ConfigurationError(msg) from error
+    value: Any = resolve_object(spec, option="--policy")
     value = getattr(value, "retention", value)  # an Inbox carries its policy
     if not isinstance(value, RetentionPolicy):
         msg = f"--policy {spec!r} is a {type(value).__name__}, not a RetentionPolicy or an Inbox"
@@ -111,31 +130,119 @@ def print_rows(policy: RetentionPolicy) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    if args.app:
+        return _explain_app(args, "explain")
     try:
         policy = load_policy(args)
         if args.window:
             policy.check("command line", **dict(args.window))
     except RetentionMisalignedError as error:
-        print_rows(policy)
+        _rows_out(policy, args)
         print(f"\nmisaligned: {error}", file=sys.stderr)
         return 1
     except ConfigurationError as error:
         print(f"inboxguard retention explain: {error}", file=sys.stderr)
         return 2
-    print_rows(policy)
+    _rows_out(policy, args)
     return 0
 
 
+def _rows_out(policy: RetentionPolicy, args: argparse.Namespace) -> None:
+    if args.json:
+        emit_json(
+            [{"window": r.window, "length": r.length, "source": r.source} for r in policy.explain()]
+        )
+    else:
+        print_rows(policy)
+
+
 def _check(args: argparse.Namespace) -> int:
+    if args.app:
+        return _explain_app(args, "check")
+    if not args.window:
+        print("inboxguard retention check: give --app or at least one --window", file=sys.stderr)
+        return 2
     try:
         policy = load_policy(args)
         policy.check("command line", **dict(args.window))
     except RetentionMisalignedError as error:
+        if args.json:
+            emit_json({"aligned": False, "error": str(error), "horizon": error.horizon})
         print(f"misaligned: {error}", file=sys.stderr)
         return 1
     except ConfigurationError as error:
         print(f"inboxguard retention check: {error}", file=sys.stderr)
         return 2
+    if args.json:
+        emit_json({"aligned": True, "horizon": policy.horizon, "windows": dict(args.window)})
+        return 0
     names = ", ".join(f"{name}={format_duration(length)}" for name, length in args.window)
     print(f"aligned: {names} fit inside the horizon {format_duration(policy.horizon)}")
     return 0
+
+
+def _explain_app(args: argparse.Namespace, action: str) -> int:
+    if args.policy or args.declare:
+        msg = "--app takes the policy from the application's inbox; drop --policy/--declare"
+        print(f"inboxguard retention {action}: {msg}", file=sys.stderr)
+        return 2
+    try:
+        found = discover(resolve_object(args.app, default_attrs=DEFAULT_APP_ATTRS), args.app)
+        groups = app_windows(found, [(n, w, "command line") for n, w in args.window])
+    except ConfigurationError as error:
+        print(f"inboxguard retention {action}: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        emit_json(groups)
+    else:
+        _print_groups(groups, found.framework, action)
+    misfits = [w for g in groups for w in g["discovered"] if not w["fits"]]
+    return 1 if misfits else 0
+
+
+def app_windows(
+    found: Discovery, extra: list[tuple[str, dt.timedelta, str]]
+) -> list[dict[str, Any]]:
+    """Per guarded handler: its inbox's declared rows and horizon, and each
+    discovered window with its source and whether it fits."""
+    groups = []
+    for item in found.found:
+        policy = item.inbox.retention
+        horizon = policy.horizon
+        windows = [*item.windows, *extra]
+        groups.append(
+            {
+                "handler": item.handler,
+                "framework": found.framework,
+                "table_prefix": item.inbox.table_prefix,
+                "horizon": horizon,
+                "declared": [
+                    {"window": r.window, "length": r.length, "source": r.source}
+                    for r in policy.explain()
+                ],
+                "discovered": [
+                    {"window": n, "length": w, "source": src, "fits": w <= horizon}
+                    for n, w, src in windows
+                ],
+            }
+        )
+    return groups
+
+
+def _print_groups(groups: list[dict[str, Any]], framework: str, action: str) -> None:
+    if not groups:
+        print(f"no guarded handler found in the {framework} application")
+    for i, group in enumerate(groups):
+        if i:
+            print()
+        horizon = format_duration(group["horizon"])
+        print(f"{group['handler']} (prefix {group['table_prefix']}): horizon {horizon}")
+        if action == "explain":
+            rows = [(r["window"], r["length"], r["source"], "declared") for r in group["declared"]]
+        else:
+            rows = []
+        for w in group["discovered"]:
+            rows.append(
+                (w["window"], w["length"], w["source"], "fits" if w["fits"] else "TOO LONG")
+            )
+        table(("WINDOW", "LENGTH", "SOURCE", "STATUS"), rows)

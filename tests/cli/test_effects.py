@@ -31,7 +31,7 @@ def test_l11_cli_lists_shows_reconciles_and_resolves(
     db = ["--db", sqlite_url, "--prefix", prefix]
 
     def run(*argv: str) -> tuple[int, object]:
-        status = main(["effects", *argv, *db])
+        status = main(["effects", *argv, *db, "--json"])
         return status, json.loads(capsys.readouterr().out or "null")
 
     status, listed = run("list", "--state", "unknown")
@@ -66,7 +66,7 @@ def test_l11_cli_lists_shows_reconciles_and_resolves(
     assert main(["effects", "resolve", "lost", "--applied", "x", "--note", "n", *db]) == 2
     assert "only an unknown effect" in capsys.readouterr().err
     assert main(["effects", "reconcile", "--provider", "nope", *db]) == 2
-    assert "package.module:attribute" in capsys.readouterr().err
+    assert "must look like MODULE:ATTR" in capsys.readouterr().err
 
 
 def test_l11_reconcile_exits_1_when_an_effect_needs_an_operator(
@@ -90,7 +90,7 @@ def test_l11_reconcile_exits_1_when_an_effect_needs_an_operator(
     provider = "tests.effects.cli_provider:make_without_lookup"
     argv = ["effects", "reconcile", "--provider", provider, "--older-than", "0"]
 
-    status = main([*argv, "--db", sqlite_url, "--prefix", prefix])
+    status = main([*argv, "--db", sqlite_url, "--prefix", prefix, "--json"])
     report = json.loads(capsys.readouterr().out)
     assert status == 1
     assert (report["needs_operator"], report["reconciled"], report["pending"]) == (["lost"], [], [])

@@ -36,7 +36,7 @@ def add(box, *ids):
 def cli(box, *args):
     return [
         *args,
-        "--url",
+        "--db",
         box.engine.url.render_as_string(False),
         "--table-prefix",
         box.table_prefix,
@@ -54,7 +54,7 @@ def test_o8_cli_status_reports_backlog_and_fails_when_rows_are_dead(box, capsys)
     with inboxguard.Dispatcher(box, broken, max_attempts=1) as dispatcher:
         dispatcher.run_once()
     assert main(cli(box, "outbox", "status")) == 1  # dead rows need an operator
-    assert "dead               2" in capsys.readouterr().out
+    assert "dead:              2" in capsys.readouterr().out
 
     assert main(cli(box, "outbox", "retry-dead", "--command-id", "a")) == 0
     assert "made due again: 1" in capsys.readouterr().out
@@ -63,8 +63,9 @@ def test_o8_cli_status_reports_backlog_and_fails_when_rows_are_dead(box, capsys)
 
 def test_missing_url_is_a_clear_error(capsys, monkeypatch):
     monkeypatch.delenv("INBOXGUARD_DATABASE_URL", raising=False)
+    monkeypatch.delenv("INBOXGUARD_DB_URL", raising=False)
     assert main(["outbox", "status"]) == 2
-    assert "--url" in capsys.readouterr().err
+    assert "--db is required" in capsys.readouterr().err
 
 
 def test_o11_cli_dispatch_runs_as_a_process_and_stops_on_sigterm(box):
@@ -128,7 +129,7 @@ def test_o11_cli_dispatch_runs_as_a_process_and_stops_on_sigterm(box):
 
 @pytest.mark.parametrize(
     ("spec", "words"),
-    [("no_colon", "package.module:name"), ("inboxguard.nowhere:x", "cannot be loaded")],
+    [("no_colon", "must look like MODULE:ATTR"), ("inboxguard.nowhere:x", "no module named")],
 )
 def test_dispatch_with_a_bad_transport_is_a_clear_error(box, capsys, spec, words):
     add(box, "a")

@@ -44,7 +44,7 @@ def test_list_show_and_resolve_refused_messages(
     db = ["--db", db_url, "--prefix", prefix]
 
     def run(*argv: str) -> tuple[int, object]:
-        status = main(["quarantine", *argv, *db])
+        status = main(["quarantine", *argv, *db, "--json"])
         return status, json.loads(capsys.readouterr().out or "null")
 
     status, listed = run("list")
@@ -66,9 +66,16 @@ def test_list_show_and_resolve_refused_messages(
     assert shown["stored_digest"] == inboxguard.digest_of({"n": 1})
     assert shown["incoming_digest"] == inboxguard.digest_of({"n": 2})
 
-    status, resolved = run("resolve", str(first))
-    assert (status, resolved["status"]) == (0, "resolved")  # type: ignore[index]
-    assert run("resolve", str(first)) == (1, None)  # no longer open
+    status, resolved = run("resolve", str(first), "--reason", "sender fixed", "--by", "ops")
+    assert status == 0
+    assert isinstance(resolved, dict)
+    assert (resolved["action"], resolved["actor"], resolved["reason"]) == (
+        "resolve",
+        "ops",
+        "sender fixed",
+    )
+    assert resolved["evidence_digest"] is None  # resolving removes no evidence
+    assert run("resolve", str(first), "--reason", "again") == (1, None)  # no longer open
     assert [r.command_id for r in inbox.quarantined()] == ["c-2"]
     status, every = run("list", "--status", "all")
     assert isinstance(every, list)
@@ -83,7 +90,7 @@ def test_bad_input_names_the_fix(
     inbox: inboxguard.Inbox, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["quarantine", "list", "--db", db_url, "--prefix", "nope_"]) == 2
-    assert "check --prefix" in capsys.readouterr().err
+    assert "the inbox tables are missing" in capsys.readouterr().err
     assert main(["quarantine", "show", "999", "--db", db_url, "--prefix", prefix]) == 1
     assert "no record with ID 999" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
@@ -144,7 +151,8 @@ def test_l19_replay_publishes_the_stored_message_and_records_who_and_why(
             assert inbox.quarantine_replays(record_id) == []
             assert inbox.quarantine_record(record_id).status == "open"  # type: ignore[union-attr]
 
-            status = main([*replay, "--reason", "retry after the fix", "--destination", queue.name])
+            destination = ["--destination", queue.name, "--json"]
+            status = main([*replay, "--reason", "retry after the fix", *destination])
             assert status == 0
             printed = json.loads(capsys.readouterr().out)
             assert printed["replay"]["replayed_by"] == getpass.getuser()
@@ -159,7 +167,8 @@ def test_l19_replay_publishes_the_stored_message_and_records_who_and_why(
     assert (done.destination, done.reason) == (queue.name, "retry after the fix")
     assert inbox.quarantine_record(record_id).status == "resolved"  # type: ignore[union-attr]
     # show lists the replays with the record.
-    assert main(["quarantine", "show", str(record_id), "--db", db_url, "--prefix", prefix]) == 0
+    show = ["quarantine", "show", str(record_id), "--db", db_url, "--prefix", prefix, "--json"]
+    assert main(show) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [r["replayed_by"] for r in shown["replays"]] == [getpass.getuser()]
 

@@ -123,6 +123,7 @@ def test_l19_resolve_then_replay_finishes_the_command_without_a_new_provider_cal
                         "--by",
                         "alice",
                         *db,
+                        "--json",
                     ]
                 )
                 == 0

@@ -14,7 +14,7 @@ from celery import signals
 from inboxguard import ConfigurationError, RetentionMisalignedError
 from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
-from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._options import check_acks, check_declared
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
@@ -167,6 +167,13 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         # SystemExit passes through Celery's signal dispatch (which swallows
         # Exception) and makes WorkController.start() stop with this code.
         raise SystemExit(1) from exc
+    found = replay_windows(app)
+    checked = [
+        (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
+        for item in found
+        for name, length in item.windows.items()
+    ]
+    log_alignment_passed("Celery", len(found), checked)
 
 
 def install_receivers() -> None:

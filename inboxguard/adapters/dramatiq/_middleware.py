@@ -31,7 +31,7 @@ from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
 from inboxguard.adapters.dramatiq._guard import (
@@ -41,7 +41,7 @@ from inboxguard.adapters.dramatiq._guard import (
     SessionFactory,
     current_message,
 )
-from inboxguard.adapters.dramatiq._windows import replay_windows
+from inboxguard.adapters.dramatiq._windows import Window, replay_windows
 from inboxguard.errors import (
     ConfigurationError,
     InboxGuardError,
@@ -260,6 +260,9 @@ class InboxMiddleware(Middleware):
             self.check_alignment(broker)
             if self.guarded:
                 require_tables(self.inbox)
+            horizon = self.inbox.retention.horizon
+            checked = [(w.name, w.length, w.source, horizon) for w in self.replay_windows(broker)]
+            log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
             _stop_event_loop_thread()
@@ -283,8 +286,18 @@ class InboxMiddleware(Middleware):
                 " event loop thread; add dramatiq.middleware.AsyncIO() to the broker"
             )
             raise ConfigurationError(msg)
-        for window in replay_windows(broker, self.guarded.values()):
+        for window in self.replay_windows(broker):
             self.inbox.require_alignment(window.source, **{window.name: window.length})
+
+    def replay_windows(self, broker: Broker) -> list[Window]:
+        """The windows through which the guarded actors' messages can come
+        back, as the worker discovers them (Retries schedules, dead-letter
+        TTL, Redis heartbeat requeue), each with where it was read.
+
+        Raises:
+            ConfigurationError: the broker has no Retries middleware.
+        """
+        return replay_windows(broker, self.guarded.values())
 
     # -- the current message, for the guarded function --------------------------------------
 

@@ -1,0 +1,71 @@
+"""The frame every database subcommand runs in: open the engine, map each
+failure to its exit status and a one-line message, dispose of the engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from inboxguard.cli._db import SECRET_KEYS, open_engine, redact
+from inboxguard.cli._output import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from inboxguard.errors import InboxGuardError
+
+__all__ = ["Action", "fail", "run_on_database", "scrub"]
+
+#: A subcommand's body: the engine and the parsed arguments; the exit status.
+Action = Callable[[Engine, argparse.Namespace], int]
+
+
+def fail(command: str, message: str, status: int) -> int:
+    """Print ``inboxguard COMMAND: message`` on stderr; return ``status``."""
+    print(f"inboxguard {command}: {message}", file=sys.stderr)
+    return status
+
+
+def scrub(text: str, raw_url: str | None) -> str:
+    """``text`` with the URL's password (and the URL itself) masked."""
+    if not raw_url:
+        return text
+    text = text.replace(raw_url, redact(raw_url))
+    try:
+        url = make_url(raw_url)
+    except Exception:  # an unparsable URL was refused before any message
+        return text
+    secrets = [str(url.password)] if url.password else []
+    secrets += [str(v) for k, v in url.query.items() if SECRET_KEYS.search(k) and v]
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def run_on_database(
+    command: str, args: argparse.Namespace, action: Action, *, read_only: bool
+) -> int:
+    """Run ``action`` on the engine of ``--db``.
+
+    Exit 2 on bad input or configuration (no URL, a missing driver, a
+    missing table, a bad prefix), 3 when the database cannot be reached or
+    refuses, else the action's status.
+    """
+    raw = getattr(args, "db", None)
+    try:
+        engine = open_engine(args, read_only=read_only)
+    except UsageError as error:
+        return fail(command, str(error), EXIT_USAGE)
+    try:
+        return action(engine, args)
+    except (UsageError, InboxGuardError) as error:
+        return fail(command, scrub(str(error), raw), EXIT_USAGE)
+    except OperationalError as error:
+        shown = redact(engine.url)
+        reason = scrub(str(error.orig), raw)
+        return fail(command, f"cannot use the database {shown}: {reason}", EXIT_UNREACHABLE)
+    except DBAPIError as error:
+        reason = scrub(str(error.orig), raw)
+        return fail(command, f"the database refused: {reason}", EXIT_UNREACHABLE)
+    finally:
+        engine.dispose()

@@ -1,0 +1,98 @@
+"""``inboxguard explain CONSUMER COMMAND_ID``: why a command was, or would
+be, skipped.
+
+    inboxguard explain CONSUMER COMMAND_ID [--db URL] [--prefix P] [--json]
+
+Prints the verdict, the stored digest with its processing and expiry times,
+each quarantine record with its incoming digest and the actions taken on
+it, the ledger's effects of the command and its outbox row. Read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from inboxguard import CommandExplanation, explain
+from inboxguard.cli._args import add_database, add_json
+from inboxguard.cli._command import run_on_database
+from inboxguard.cli._output import EXIT_OK, emit_json, fields, human
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``explain``."""
+    parser = subparsers.add_parser(
+        "explain",
+        help="why a command was or would be skipped (evidence, quarantine, effects)",
+        description="Explain the inbox's decision for one command: the stored digest with"
+        " its times and expiry, each quarantine record with its incoming digest, the"
+        " effects in the ledger and the outbox row. Reads only.",
+    )
+    parser.add_argument("consumer", metavar="CONSUMER", help="the consumer name")
+    parser.add_argument("command_id", metavar="COMMAND_ID", help="the business command ID")
+    add_database(parser)
+    add_json(parser)
+    parser.set_defaults(func=lambda args: run_on_database("explain", args, _run, read_only=True))
+
+
+def _run(engine: Engine, args: argparse.Namespace) -> int:
+    found = explain(
+        engine, consumer=args.consumer, command_id=args.command_id, table_prefix=args.prefix
+    )
+    if args.json:
+        emit_json(found)
+    else:
+        _print(found)
+    return EXIT_OK
+
+
+def _print(found: CommandExplanation) -> None:
+    fields(
+        [
+            ("consumer", found.consumer),
+            ("command", found.command_id),
+            ("at", found.at),
+            ("verdict", found.verdict),
+        ]
+    )
+    print(f"\n{found.summary}\n")
+    ev = found.evidence
+    if ev is None:
+        print("evidence: none")
+    else:
+        print("evidence:")
+        fields(
+            [
+                ("  stored_digest", ev.digest),
+                ("  processed_at", ev.processed_at),
+                ("  expires_at", ev.expires_at),
+                ("  result_expires_at", ev.result_expires_at),
+            ]
+        )
+    print(f"\nquarantine records: {len(found.quarantine) or 'none'}")
+    for detail in found.quarantine:
+        r = detail.record
+        print(f"  #{r.id} {r.reason} ({r.status}), seen {r.occurrences}x")
+        fields(
+            [
+                ("    incoming_digest", r.incoming_digest),
+                ("    stored_digest", r.stored_digest),
+                ("    first_seen_at", r.first_seen_at),
+                ("    last_seen_at", r.last_seen_at),
+            ]
+        )
+        for a in detail.actions:
+            print(f"    {a.action} by {a.actor} at {human(a.acted_at)}: {a.reason}")
+        for p in detail.replays:
+            print(f"    replayed by {p.replayed_by} at {human(p.replayed_at)}: {p.reason}")
+    print(f"\neffects: {len(found.effects) or 'none'}")
+    for e in found.effects:
+        print(f"  {e.effect_key}: {human(e.state)} (updated {human(e.updated_at)})")
+    if found.outbox is not None:
+        o = found.outbox
+        state = "delivered" if o.delivered_at else "dead" if o.dead_at else "pending"
+        print(f"\noutbox: {state} to {o.destination}, {o.attempts} attempt(s)")

@@ -1,0 +1,81 @@
+"""``inboxguard stats``: per consumer, the evidence and the open quarantine;
+the outbox backlog; the effect ledger by state.
+
+    inboxguard stats [--db URL] [--prefix P] [--json]
+
+Read-only. A part whose tables are absent is shown as such, not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from inboxguard import Stats, stats
+from inboxguard.cli._args import add_database, add_json
+from inboxguard.cli._command import run_on_database
+from inboxguard.cli._output import EXIT_OK, emit_json, fields, table
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``stats``."""
+    parser = subparsers.add_parser(
+        "stats",
+        help="evidence and quarantine per consumer, outbox backlog, effects by state",
+        description="Per consumer: processed evidence rows, open quarantine records and the"
+        " age of the oldest evidence; the outbox backlog and its oldest unsent row; effects"
+        " by state and the oldest unknown one. Reads only.",
+    )
+    add_database(parser)
+    add_json(parser)
+    parser.set_defaults(func=lambda args: run_on_database("stats", args, _run, read_only=True))
+
+
+def _run(engine: Engine, args: argparse.Namespace) -> int:
+    found = stats(engine, table_prefix=args.prefix)
+    if args.json:
+        emit_json(found)
+    else:
+        _print(found)
+    return EXIT_OK
+
+
+def _print(found: Stats) -> None:
+    fields([("at", found.at), ("prefix", found.table_prefix)])
+    print("\ninbox")
+    if found.consumers is None:
+        print(f"  no inbox tables with prefix {found.table_prefix!r}")
+    elif not found.consumers:
+        print("  no evidence and no quarantine yet")
+    else:
+        rows = [
+            (c.consumer, c.processed, c.quarantined, c.oldest_processed_at, c.oldest_evidence_age)
+            for c in found.consumers
+        ]
+        table(("CONSUMER", "PROCESSED", "QUARANTINED", "OLDEST EVIDENCE", "AGE"), rows)
+    print("\noutbox")
+    if found.outbox is None:
+        print("  no outbox table")
+    else:
+        o = found.outbox
+        fields(
+            [
+                ("  backlog", o.backlog),
+                ("  oldest unsent", o.oldest_unsent_at),
+                ("  oldest unsent age", o.oldest_unsent_age),
+                ("  dead", o.dead),
+                ("  delivered (kept)", o.delivered),
+            ]
+        )
+    print("\neffects")
+    if found.effects is None:
+        print("  no effect ledger tables")
+    else:
+        e = found.effects
+        counts: list[tuple[str, object]] = [(f"  {s}", n) for s, n in e.by_state.items()]
+        oldest = [("  oldest unknown", e.oldest_unknown_at), ("  its age", e.oldest_unknown_age)]
+        fields([*counts, *oldest])
