@@ -5,6 +5,8 @@ at construction and serves lookups); guard deliveries on pipelines of an
 asyncio client on the same server. Run: python docs/examples/redis_async.py
 """
 
+# needs: redis
+
 from __future__ import annotations
 
 import asyncio

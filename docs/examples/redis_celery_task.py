@@ -6,6 +6,8 @@ Run: python docs/examples/redis_celery_task.py (runs the task in-process with
 ``apply()``; a worker runs it the same way).
 """
 
+# needs: redis
+
 from __future__ import annotations
 
 import datetime as dt

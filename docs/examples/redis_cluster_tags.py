@@ -8,6 +8,8 @@ before EXEC, naming the key. Run: python docs/examples/redis_cluster_tags.py
 (on a single server too: the check is computed client-side).
 """
 
+# needs: redis
+
 from __future__ import annotations
 
 import datetime as dt

@@ -7,6 +7,8 @@ the writes commit together or not at all. Run: python docs/examples/redis_guard.
 says so and exits 0 when none is reachable).
 """
 
+# needs: redis
+
 from __future__ import annotations
 
 import datetime as dt
