@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from inboxguard._core.context import current_session
 from inboxguard._core.digest import digest_of
+from inboxguard._core.guarantee import Guarantee, GuaranteeFact
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
@@ -40,6 +41,15 @@ from inboxguard.errors import (
     UnroutableMessageError,
     UnsupportedDialectError,
 )
+from inboxguard.guarantees import (
+    Contradiction,
+    contradictions_of,
+    guarantees_markdown,
+    guarantees_of,
+    lock_changes,
+    lock_text,
+    read_lock,
+)
 from inboxguard.inbox import (
     Inbox,
     InboxEntry,
@@ -68,6 +78,7 @@ __all__ = [
     "CommandRejectedError",
     "CompactionResult",
     "ConfigurationError",
+    "Contradiction",
     "DispatchStats",
     "Dispatcher",
     "Disposition",
@@ -78,6 +89,8 @@ __all__ = [
     "EffectRecord",
     "EffectState",
     "EffectTransition",
+    "Guarantee",
+    "GuaranteeFact",
     "InProgressError",
     "Inbox",
     "InboxEntry",
@@ -114,8 +127,14 @@ __all__ = [
     "UnsupportedDialectError",
     "WindowRow",
     "command_id_for",
+    "contradictions_of",
     "current_session",
     "digest_of",
+    "guarantees_markdown",
+    "guarantees_of",
     "is_retryable",
     "known_contract",
+    "lock_changes",
+    "lock_text",
+    "read_lock",
 ]
