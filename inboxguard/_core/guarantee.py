@@ -88,7 +88,8 @@ class GuaranteeFact:
                     f" or None, got {value!r}"
                 )
                 raise ConfigurationError(msg)
-        object.__setattr__(self, "settings", dict(sorted(settings.items())))
+        plain = {name: _plain(value) for name, value in sorted(settings.items())}
+        object.__setattr__(self, "settings", plain)
 
     @classmethod
     def unknown(cls, why: str, **settings: Setting) -> GuaranteeFact:
@@ -119,6 +120,15 @@ class GuaranteeFact:
             msg = f"{where}.settings must be an object, got {settings!r}"
             raise ConfigurationError(msg)
         return cls(data["value"], data["source"], dict(settings))
+
+
+def _plain(value: Setting) -> Setting:
+    """A setting as the JSON type it is written as: a ``str`` subclass (a
+    SQLAlchemy ``quoted_name``, an enum) compares equal to what a lock reads back."""
+    for kind in (bool, str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)

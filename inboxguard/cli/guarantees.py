@@ -84,8 +84,8 @@ def load_app(spec: str) -> object:
             value = getattr(value, part)
         if call:
             value = value()
-    except (ImportError, AttributeError, TypeError) as error:
-        msg = f"--app {spec!r} could not be loaded: {error}"
+    except (Exception, SystemExit) as error:  # the app's own import may fail any way
+        msg = f"--app {spec!r} could not be loaded: {type(error).__name__}: {error}"
         raise ConfigurationError(msg) from error
     return value
 

@@ -9,6 +9,8 @@ among its globals), an object holding any of them as attributes (a kombu
 
 from __future__ import annotations
 
+import importlib
+import sys
 import types
 from collections.abc import Iterable
 
@@ -19,6 +21,11 @@ from inboxguard.inbox import Inbox
 
 __all__ = ["handlers_of"]
 
+#: Frameworks that create guarded handlers lazily, and the adapter that knows
+#: how to make them exist (it installs a preparer when imported). Loaded by
+#: name, only when the application already imported the framework.
+_LAZY_FRAMEWORKS = {"celery": "inboxguard.adapters.celery"}
+
 
 def handlers_of(app: object) -> list[HandlerFacts]:
     """The facts of every guarded handler of ``app``, sorted by consumer and handler.
@@ -26,6 +33,9 @@ def handlers_of(app: object) -> list[HandlerFacts]:
     Raises:
         ConfigurationError: ``app`` has no guarded handler.
     """
+    for framework, adapter in _LAZY_FRAMEWORKS.items():
+        if framework in sys.modules:
+            importlib.import_module(adapter)
     found: dict[tuple[str, str, int], Registration] = {}
     for item in _members(app):
         prepare(item)
