@@ -4,6 +4,7 @@ values, and each contradiction names its setting."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -105,7 +106,8 @@ def test_a_replay_window_longer_than_the_evidence(table_inbox: inboxguard.Inbox)
     ],
 )
 def test_early_acks(table_inbox: inboxguard.Inbox, options: dict[str, Any], setting: str) -> None:
-    with pytest.warns(RuntimeWarning) if options.get("acks_late") is False else _nothing():
+    early = options.get("acks_late") is False
+    with pytest.warns(RuntimeWarning) if early else contextlib.nullcontext():
         app = make_app(table_inbox, **options)
         problems = inboxguard.contradictions_of(app)
     assert [(p.field, p.setting) for p in problems] == [("delivery_mode", setting)]
@@ -158,11 +160,3 @@ def test_a_declared_derived_field_is_refused(table_inbox: inboxguard.Inbox) -> N
     # Celery declares the task when the app is finalized (here, on listing it)
     with pytest.raises(inboxguard.ConfigurationError, match="delivery_mode"):
         inboxguard.guarantees_of(app)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
