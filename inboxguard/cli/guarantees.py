@@ -9,7 +9,9 @@ Exit status: 0 fine, 1 contradictions or changes, 2 the app cannot be loaded.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -65,7 +67,8 @@ def register(subparsers: Any) -> None:
 
 def load_app(spec: str) -> object:
     """Import ``module:object`` from the current directory (as ``celery -A``
-    does); ``object()`` calls it; dots walk attributes.
+    does); ``object()`` calls it (and runs it when it is a coroutine); dots
+    walk attributes.
 
     Raises:
         ConfigurationError: the spec is malformed or cannot be loaded.
@@ -84,10 +87,16 @@ def load_app(spec: str) -> object:
             value = getattr(value, part)
         if call:
             value = value()
+        if inspect.isawaitable(value):  # an async factory: run it to completion
+            value = asyncio.run(_awaited(value))
     except (Exception, SystemExit) as error:  # the app's own import may fail any way
         msg = f"--app {spec!r} could not be loaded: {type(error).__name__}: {error}"
         raise ConfigurationError(msg) from error
     return value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
 
 
 def _run(args: argparse.Namespace) -> int:

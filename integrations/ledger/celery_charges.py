@@ -59,6 +59,8 @@ if os.environ.get("INBOXGUARD_LEDGER_KILL_AFTER"):
     name=CELERY_TASK,
     max_retries=30,
     retry_backoff_max=2,
+    # `inboxguard guarantees --app integrations.ledger.celery_app:app` is checked
+    # against integrations/ledger/guarantees.lock by the test suite.
     guarantee=inboxguard.Guarantee(
         provider=gateway,
         ledger=ledger,
