@@ -9,17 +9,12 @@ the running configuration). Each field is a :class:`GuaranteeFact`: what
 holds, whether it was derived or declared, and the settings it was read from.
 A fact nobody can know is *unknown* (``value`` None), never guessed.
 
-:class:`HandlerFacts` is what an adapter reports about one guarded handler
-(its acks, replay windows, retry horizon, command-ID source); the derivation
-in :mod:`inboxguard.guarantees` turns it into a :class:`Guarantee`.
-
 Imports the standard library only.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +26,8 @@ __all__ = [
     "FIELDS",
     "Guarantee",
     "GuaranteeFact",
-    "HandlerFacts",
-    "ReplayWindow",
     "Setting",
     "check_declared_guarantee",
-    "describe_command_id",
 ]
 
 #: A setting's value in a table: JSON scalars only (``None``: unknown).
@@ -294,60 +286,8 @@ def check_declared_guarantee(
             f"{where}: Guarantee({given[0]}=...) is derived from the running configuration"
             " (the engine and tables, the acks settings, the command-ID spec, the retention"
             " and replay windows); leave it out: declare only provider_behaviour,"
-            " reconciliation, terminal_states, provider, ledger, compensation"
+            " reconciliation, terminal_states, provider, ledger, compensation (and"
+            " delivery_mode on Inbox.handler)"
         )
         raise ConfigurationError(msg)
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayWindow:
-    """A span in which a message can come back (``length`` None: unbounded)."""
-
-    name: str
-    length: dt.timedelta | None
-    source: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class HandlerFacts:
-    """What an adapter reports about one guarded handler, read from the
-    running configuration at the time it is asked.
-
-    ``early_acks`` lists (setting, why) pairs for settings that ack a
-    delivery before its transaction committed; ``module_path_consumer``
-    names the setting to set when the consumer name comes from a module path.
-    """
-
-    kind: str
-    handler: str
-    consumer: str
-    inbox: Any
-    declared: Guarantee | None
-    identity: Mapping[str, Setting]
-    delivery: GuaranteeFact
-    windows: Sequence[ReplayWindow] = ()
-    retry_horizon: ReplayWindow | None = None
-    early_acks: Sequence[tuple[str, str]] = ()
-    module_path_consumer: str | None = None
-
-
-def describe_command_id(spec: object) -> str:
-    """A stable description of a command-ID spec: an argument or key name, or
-    the dotted name of a callable."""
-    if spec is None:
-        return "header x-inbox-command-id"
-    if isinstance(spec, str):
-        return f"argument {spec!r}"
-    fn = getattr(spec, "fn", None)
-    if fn is not None and callable(fn):  # a from_message() marker
-        return f"message callable {_dotted(fn)}"
-    if callable(spec):
-        return f"callable {_dotted(spec)}"
-    return repr(spec)
-
-
-def _dotted(fn: Callable[..., Any]) -> str:
-    module = getattr(fn, "__module__", None) or "?"
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{module}.{name}"

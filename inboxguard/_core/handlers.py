@@ -1,5 +1,7 @@
 """The registry of guarded handlers: every adapter and ``Inbox.handler``
-records each handler it guards here, on its inbox.
+records each handler it guards here, on its inbox, with a way to read its
+:class:`HandlerFacts` (its acks, replay windows, retry horizon, command-ID
+source), which :mod:`inboxguard.guarantees` turns into a table.
 
 A registration holds a callable, not a snapshot: the facts are read from
 the running configuration when they are asked for, so a setting changed
@@ -13,20 +15,78 @@ Imports the standard library only.
 
 from __future__ import annotations
 
+import datetime as dt
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from inboxguard._core.guarantee import HandlerFacts
+from inboxguard._core.guarantee import Guarantee, GuaranteeFact, Setting
 
 __all__ = [
+    "HandlerFacts",
     "Registration",
+    "ReplayWindow",
     "add_preparer",
+    "describe_command_id",
     "prepare",
     "register_handler",
     "registered_inboxes",
     "registrations",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayWindow:
+    """A span in which a message can come back (``length`` None: unbounded)."""
+
+    name: str
+    length: dt.timedelta | None
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandlerFacts:
+    """What an adapter reports about one guarded handler, read from the
+    running configuration at the time it is asked.
+
+    ``early_acks`` lists (setting, why) pairs for settings that ack a
+    delivery before its transaction committed; ``module_path_consumer``
+    names the setting to set when the consumer name comes from a module path.
+    """
+
+    kind: str
+    handler: str
+    consumer: str
+    inbox: Any
+    declared: Guarantee | None
+    identity: Mapping[str, Setting]
+    delivery: GuaranteeFact
+    windows: Sequence[ReplayWindow] = ()
+    retry_horizon: ReplayWindow | None = None
+    early_acks: Sequence[tuple[str, str]] = ()
+    module_path_consumer: str | None = None
+
+
+def describe_command_id(spec: object) -> str:
+    """A stable description of a command-ID spec: an argument or key name, or
+    the dotted name of a callable."""
+    if spec is None:
+        return "header x-inbox-command-id"
+    if isinstance(spec, str):
+        return f"argument {spec!r}"
+    fn = getattr(spec, "fn", None)
+    if fn is not None and callable(fn):  # a from_message() marker
+        return f"message callable {_dotted(fn)}"
+    if callable(spec):
+        return f"callable {_dotted(spec)}"
+    return repr(spec)
+
+
+def _dotted(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{name}"
 
 
 @dataclass(frozen=True, slots=True)

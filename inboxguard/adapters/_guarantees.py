@@ -13,14 +13,14 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from inboxguard._core.guarantee import (
-    GuaranteeFact,
+from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
+from inboxguard._core.handlers import (
     HandlerFacts,
+    Registration,
     ReplayWindow,
-    check_declared_guarantee,
     describe_command_id,
+    register_handler,
 )
-from inboxguard._core.handlers import Registration, register_handler
 from inboxguard._core.retention import format_duration
 
 __all__ = ["register_consumer"]

@@ -14,8 +14,13 @@ import sys
 import types
 from collections.abc import Iterable
 
-from inboxguard._core.guarantee import HandlerFacts
-from inboxguard._core.handlers import Registration, prepare, registered_inboxes, registrations
+from inboxguard._core.handlers import (
+    HandlerFacts,
+    Registration,
+    prepare,
+    registered_inboxes,
+    registrations,
+)
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import Inbox
 

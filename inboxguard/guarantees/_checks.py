@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inboxguard._core.guarantee import HandlerFacts
+from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
 from inboxguard.guarantees._derive import duration, effect_of
 

@@ -13,7 +13,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard._core.guarantee import Guarantee, GuaranteeFact, HandlerFacts, Setting
+from inboxguard._core.guarantee import Guarantee, GuaranteeFact, Setting
+from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
 from inboxguard.effects.provider import ProviderContract
 from inboxguard.effects.state import EffectState

@@ -13,13 +13,13 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, TypeVar
 
 from inboxguard._core.extract import CommandIdSpec, command_id_getter, payload_of
-from inboxguard._core.guarantee import (
-    GuaranteeFact,
+from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
+from inboxguard._core.handlers import (
     HandlerFacts,
-    check_declared_guarantee,
+    Registration,
     describe_command_id,
+    register_handler,
 )
-from inboxguard._core.handlers import Registration, register_handler
 from inboxguard._core.identity import validate_identity
 from inboxguard.inbox._records import InboxEntry
 

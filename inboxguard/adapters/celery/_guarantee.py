@@ -17,15 +17,15 @@ from typing import Any
 
 from celery import Celery
 
-from inboxguard._core.guarantee import (
-    GuaranteeFact,
+from inboxguard._core.guarantee import GuaranteeFact, Setting, check_declared_guarantee
+from inboxguard._core.handlers import (
     HandlerFacts,
+    Registration,
     ReplayWindow,
-    Setting,
-    check_declared_guarantee,
+    add_preparer,
     describe_command_id,
+    register_handler,
 )
-from inboxguard._core.handlers import Registration, add_preparer, register_handler
 from inboxguard.adapters.celery._options import task_function
 
 __all__ = ["GUARANTEE_OPTION", "register_task", "use_window_source"]

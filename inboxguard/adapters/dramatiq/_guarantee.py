@@ -14,15 +14,14 @@ from typing import Any
 
 from dramatiq import Actor, Broker
 
-from inboxguard._core.guarantee import (
-    Guarantee,
-    GuaranteeFact,
+from inboxguard._core.guarantee import Guarantee, GuaranteeFact, check_declared_guarantee
+from inboxguard._core.handlers import (
     HandlerFacts,
+    Registration,
     ReplayWindow,
-    check_declared_guarantee,
     describe_command_id,
+    register_handler,
 )
-from inboxguard._core.handlers import Registration, register_handler
 from inboxguard.adapters.dramatiq._windows import replay_windows
 
 __all__ = ["GUARANTEE_OPTION", "check_guarantee", "register_actor"]
