@@ -6,7 +6,7 @@ source), which :mod:`inboxguard.guarantees` turns into a table.
 A registration holds a callable, not a snapshot: the facts are read from
 the running configuration when they are asked for, so a setting changed
 after the handler was declared (``app.conf.update(...)``) is the one shown.
-Registrations live as long as their inbox (weakly keyed). Frameworks that
+Registrations live as long as their inbox. Frameworks that
 create their handlers lazily (Celery finalizes its app on first use) add a
 *preparer* that makes them exist before an application is listed.
 
@@ -106,25 +106,31 @@ class Registration:
         return (self.kind, self.handler, id(self.owner))
 
 
-_by_inbox: weakref.WeakKeyDictionary[object, dict[tuple[str, str, int], Registration]] = (
-    weakref.WeakKeyDictionary()
-)
+#: The attribute of an inbox holding its registrations. They live *on* the
+#: inbox (and reference it back through their closures): a plain cycle that
+#: the garbage collector frees with the inbox. A global map holding them
+#: would keep every inbox, its engine and its pooled connections alive.
+_ATTRIBUTE = "_inboxguard_guarded_handlers"
+#: Every live inbox with a registered handler (weakly).
+_inboxes: weakref.WeakSet[object] = weakref.WeakSet()
 _preparers: dict[str, Callable[[object], None]] = {}
 
 
 def register_handler(inbox: object, registration: Registration) -> None:
     """Record ``registration`` on ``inbox`` (replacing an earlier one of the same key)."""
-    _by_inbox.setdefault(inbox, {})[registration.key] = registration
+    table = vars(inbox).setdefault(_ATTRIBUTE, {})
+    table[registration.key] = registration
+    _inboxes.add(inbox)
 
 
 def registrations(inbox: object) -> list[Registration]:
     """The handlers registered on ``inbox``, in registration order."""
-    return list(_by_inbox.get(inbox, {}).values())
+    return list(getattr(inbox, "__dict__", {}).get(_ATTRIBUTE, {}).values())
 
 
 def registered_inboxes() -> list[object]:
     """Every live inbox that has a registered handler."""
-    return list(_by_inbox.keys())
+    return list(_inboxes)
 
 
 def add_preparer(name: str, preparer: Callable[[object], None]) -> None:

@@ -155,3 +155,31 @@ def test_bad_declarations_name_the_field() -> None:
 def test_an_app_without_handlers_is_refused() -> None:
     with pytest.raises(inboxguard.ConfigurationError, match="no guarded handler"):
         inboxguard.guarantees_of(object())
+
+
+def test_the_registry_lets_an_inbox_go(sqlite_url: str) -> None:
+    """Listing handlers must not keep an inbox (its engine, its pooled
+    connections) alive once the application dropped it."""
+    import gc
+    import weakref
+
+    from sqlalchemy import create_engine
+
+    box = inboxguard.Inbox(create_engine(sqlite_url), retention=dt.timedelta(days=1))
+
+    @box.handler(consumer="gone", command_id="x")
+    def gone(session: Session, x: str) -> None:
+        return None
+
+    guarded(
+        lambda body, message: None,
+        box,
+        session_factory=sessionmaker(box.engine),
+        consumer="gone-kombu",
+    )
+    assert len(inboxguard.guarantees_of(box)) == 2
+    ref = weakref.ref(box)
+    box.engine.dispose()
+    del box, gone
+    gc.collect()
+    assert ref() is None
