@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from inboxguard._core.context import current_session
 from inboxguard._core.digest import digest_of
+from inboxguard._core.guarantee import Guarantee, GuaranteeFact
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
@@ -39,6 +40,15 @@ from inboxguard.errors import (
     StaleLeaseError,
     UnroutableMessageError,
     UnsupportedDialectError,
+)
+from inboxguard.guarantees import (
+    Contradiction,
+    contradictions_of,
+    guarantees_markdown,
+    guarantees_of,
+    lock_changes,
+    lock_text,
+    read_lock,
 )
 from inboxguard.inbox import (
     Inbox,
@@ -86,6 +96,7 @@ __all__ = [
     "CompactionResult",
     "ConfigurationError",
     "ConsumerStats",
+    "Contradiction",
     "DispatchStats",
     "Dispatcher",
     "Disposition",
@@ -97,6 +108,8 @@ __all__ = [
     "EffectState",
     "EffectStats",
     "EffectTransition",
+    "Guarantee",
+    "GuaranteeFact",
     "InProgressError",
     "Inbox",
     "InboxEntry",
@@ -139,13 +152,19 @@ __all__ = [
     "UnsupportedDialectError",
     "WindowRow",
     "command_id_for",
+    "contradictions_of",
     "current_session",
     "digest_of",
     "explain",
+    "guarantees_markdown",
+    "guarantees_of",
     "is_retryable",
     "known_contract",
+    "lock_changes",
+    "lock_text",
     "quarantine_list",
     "quarantine_show",
+    "read_lock",
     "release_quarantine",
     "resolve_quarantine",
     "stats",

@@ -28,6 +28,7 @@ _MODULES: tuple[str, ...] = (
     "db",
     "outbox",
     "effects",
+    "guarantees",
     "demo",
 )
 #: Exit status after the reader of stdout went away: 128 + SIGPIPE.

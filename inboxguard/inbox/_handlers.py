@@ -13,10 +13,17 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, TypeVar
 
 from inboxguard._core.extract import CommandIdSpec, command_id_getter, payload_of
+from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
+from inboxguard._core.handlers import (
+    HandlerFacts,
+    Registration,
+    describe_command_id,
+    register_handler,
+)
 from inboxguard._core.identity import validate_identity
 from inboxguard.inbox._records import InboxEntry
 
-__all__ = ["async_handler", "sync_handler"]
+__all__ = ["async_handler", "registering", "sync_handler"]
 
 R = TypeVar("R")
 Guard = Callable[..., AbstractContextManager[InboxEntry]]
@@ -79,3 +86,48 @@ def async_handler(
         return wrapper
 
     return decorate
+
+
+def registering(
+    inbox: object,
+    kind: str,
+    decorate: Callable[[Any], Any],
+    consumer: str,
+    command_id: CommandIdSpec,
+    exclude: Iterable[str],
+    guarantee: object,
+) -> Callable[[Any], Any]:
+    """``decorate``, which also lists the decorated handler in the registry
+    of guarded handlers (:func:`inboxguard.guarantees_of`).
+
+    Raises:
+        ConfigurationError: ``guarantee`` is not a Guarantee, or declares a
+            field inboxguard derives.
+    """
+    declared = check_declared_guarantee(
+        guarantee, f"{kind}(consumer={consumer!r})", delivery_derived=False
+    )
+    excluded = ", ".join(exclude) or "none"
+
+    def register(fn: Any) -> Any:
+        wrapped = decorate(fn)
+        name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+
+        def facts() -> HandlerFacts:
+            return HandlerFacts(
+                kind=kind,
+                handler=name,
+                consumer=consumer,
+                inbox=inbox,
+                declared=declared,
+                identity={"command_id": describe_command_id(command_id), "exclude": excluded},
+                delivery=GuaranteeFact.unknown(
+                    "the caller receives and acks the message, out of the handler's sight;"
+                    " declare it with guarantee=Guarantee(delivery_mode=...)"
+                ),
+            )
+
+        register_handler(inbox, Registration(kind, name, None, facts))
+        return wrapped
+
+    return register

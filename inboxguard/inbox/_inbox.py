@@ -20,11 +20,12 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
+from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
-from inboxguard.inbox._handlers import async_handler, sync_handler
+from inboxguard.inbox._handlers import async_handler, registering, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
@@ -212,7 +213,12 @@ class Inbox:
         return drive_async(flow, session)
 
     def handler(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+        self,
+        *,
+        consumer: str,
+        command_id: CommandIdSpec,
+        exclude: Iterable[str] = (),
+        guarantee: Guarantee | None = None,
     ) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorate ``fn(session, *args, **kwargs)`` so each command runs once.
 
@@ -220,19 +226,38 @@ class Inbox:
         arguments after ``session``, or the name of one) and the arguments as
         the payload. A fresh command runs ``fn`` and stores its return value;
         a duplicate returns the stored value (as decoded JSON) without
-        running ``fn``.
+        running ``fn``. The handler is listed by
+        :func:`inboxguard.guarantees_of`; ``guarantee`` declares what only you
+        know (the provider, terminal states, and the delivery mode: the
+        caller acks, so it cannot be derived here).
 
         Raises:
-            ConfigurationError: ``command_id`` names no argument of ``fn``.
+            ConfigurationError: ``command_id`` names no argument of ``fn``, or
+                ``guarantee`` declares a field inboxguard derives.
         """
-        return sync_handler(self.guard, consumer=consumer, command_id=command_id, exclude=exclude)
+        exclude = tuple(exclude)
+        decorate = sync_handler(
+            self.guard, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+        return registering(
+            self, "Inbox.handler", decorate, consumer, command_id, exclude, guarantee
+        )
 
     def handler_async(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+        self,
+        *,
+        consumer: str,
+        command_id: CommandIdSpec,
+        exclude: Iterable[str] = (),
+        guarantee: Guarantee | None = None,
     ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
         """:meth:`handler` for ``async def fn(session, *args, **kwargs)`` (an AsyncSession)."""
-        return async_handler(
+        exclude = tuple(exclude)
+        decorate = async_handler(
             self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+        return registering(
+            self, "Inbox.handler_async", decorate, consumer, command_id, exclude, guarantee
         )
 
     # -- quarantine -----------------------------------------------------------------------

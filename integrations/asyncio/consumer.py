@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aio_pika
-from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from sqlalchemy import create_engine, event, insert
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -45,10 +46,19 @@ async def make_inbox(engine: AsyncEngine, config: Config) -> inboxguard.Inbox:
     return inbox
 
 
-async def main() -> None:
-    config = Config()
-    engine = create_async_engine(async_url(config.db_url))
-    inbox = await make_inbox(engine, config)
+#: What only we know of the consumer's guarantee table; the rest is derived
+#: (`inboxguard guarantees --app 'integrations.asyncio.consumer:build()'`,
+#: checked against integrations/asyncio/guarantees.lock by the test suite).
+GUARANTEE = inboxguard.Guarantee(
+    no_external_effect=True, terminal_states=("paid (one payment row)", "quarantined")
+)
+
+
+def subscribe(
+    config: Config, inbox: inboxguard.Inbox, engine: AsyncEngine, exchange: AbstractExchange
+) -> Callable[[AbstractIncomingMessage], Awaitable[None]]:
+    """The guarded callback: one payment row per command, retried copies
+    published to ``exchange``."""
     payments = payments_table(config.prefix)
 
     async def apply_payment(body: dict[str, Any], message: AbstractIncomingMessage) -> Any:
@@ -61,21 +71,49 @@ async def main() -> None:
         _hang_points(config, body["command_id"], session)
         return {"applied": body["amount"]}
 
+    return guarded(
+        apply_payment,
+        inbox,
+        session_factory=async_sessionmaker(engine),
+        command_id="command_id",
+        consumer="payments",
+        exchange=exchange,
+        max_attempts=config.max_attempts,
+        retry_delay=config.retry_delay,
+        guarantee=GUARANTEE,
+    )
+
+
+async def build() -> inboxguard.Inbox:
+    """The consumer's inbox with its callback declared on a real channel's
+    exchange, without consuming (what ``inboxguard guarantees`` reads)."""
+    config = Config()
+    inbox = inboxguard.Inbox(
+        create_engine(config.db_url),
+        retention=RETENTION,
+        table_prefix=config.prefix,
+        lock_timeout=config.lock_timeout,
+    )
+    connection = await aio_pika.connect_robust(config.broker_url)
+    async with connection:
+        channel = await connection.channel()
+        subscribe(
+            config, inbox, create_async_engine(async_url(config.db_url)), channel.default_exchange
+        )
+    return inbox
+
+
+async def main() -> None:
+    config = Config()
+    engine = create_async_engine(async_url(config.db_url))
+    inbox = await make_inbox(engine, config)
+
     connection = await aio_pika.connect_robust(config.broker_url)
     async with connection:
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=10)
         queue = await channel.declare_queue(config.queue, durable=True)
-        callback = guarded(
-            apply_payment,
-            inbox,
-            session_factory=async_sessionmaker(engine),
-            command_id="command_id",
-            consumer="payments",
-            exchange=channel.default_exchange,
-            max_attempts=config.max_attempts,
-            retry_delay=config.retry_delay,
-        )
+        callback = subscribe(config, inbox, engine, channel.default_exchange)
 
         async def on_message(message: AbstractIncomingMessage) -> None:
             if config.delivery_log:

@@ -39,6 +39,13 @@ def _fresh_pool(**_: Any) -> None:
     name=TASK_NAME,
     max_retries=10,
     retry_backoff_max=60,
+    # What only we know; the rest of the table is derived from the settings
+    # (`inboxguard guarantees --app integrations.celery.app:app`, checked
+    # against integrations/celery/guarantees.lock by the test suite).
+    guarantee=inboxguard.Guarantee(
+        no_external_effect=True,
+        terminal_states=("applied (ledger row + balance)", "quarantined"),
+    ),
 )
 def apply_transfer(transfer_id: str, account: str, amount: int) -> dict[str, Any]:
     session = inboxguard.current_session()

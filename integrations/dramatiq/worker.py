@@ -64,8 +64,20 @@ dramatiq.set_broker(broker)
 
 #: Options of the reference actor. The consumer name is explicit so that
 #: renaming the function keeps the evidence of past commands.
+#: What only we know of the actors' guarantee tables; the rest is derived
+#: (`inboxguard guarantees --app integrations.dramatiq.worker:broker`,
+#: checked against integrations/dramatiq/guarantees.lock by the test suite).
+GUARANTEE = inboxguard.Guarantee(
+    no_external_effect=True, terminal_states=("shipped (one shipment row)", "quarantined")
+)
 GUARD_OPTIONS: dict[str, Any] = (
-    {"inbox_command_id": "order_id", "inbox_consumer": "shipping.ship"} if settings.guard else {}
+    {
+        "inbox_command_id": "order_id",
+        "inbox_consumer": "shipping.ship",
+        "inbox_guarantee": GUARANTEE,
+    }
+    if settings.guard
+    else {}
 )
 
 
@@ -95,7 +107,11 @@ def ship(order_id: str, sku: str, qty: int) -> dict[str, Any]:
 
 
 ASYNC_GUARD_OPTIONS: dict[str, Any] = (
-    {"inbox_command_id": "order_id", "inbox_consumer": "shipping.ship_async"}
+    {
+        "inbox_command_id": "order_id",
+        "inbox_consumer": "shipping.ship_async",
+        "inbox_guarantee": GUARANTEE,
+    }
     if settings.guard
     else {}
 )

@@ -39,6 +39,9 @@ class Worker(ConsumerProducerMixin):
             max_attempts=config.max_attempts,
             retry_delay=config.retry_delay,
             producer=lambda: self.producer,
+            guarantee=inboxguard.Guarantee(
+                no_external_effect=True, terminal_states=("paid (one payment row)", "quarantined")
+            ),
         )
 
     def get_consumers(self, consumer_cls: type[Consumer], channel: Any) -> list[Consumer]:
@@ -81,6 +84,12 @@ class Worker(ConsumerProducerMixin):
         self, connection: Any, channel: Any, consumers: Any, **kwargs: Any
     ) -> None:
         print("ready", flush=True)
+
+
+def build() -> Worker:
+    """The worker of the environment's settings, not yet consuming:
+    ``inboxguard guarantees --app 'integrations.kombu.worker:build()'``."""
+    return Worker(Config())
 
 
 def main() -> None:

@@ -59,6 +59,14 @@ if os.environ.get("INBOXGUARD_LEDGER_KILL_AFTER"):
     name=CELERY_TASK,
     max_retries=30,
     retry_backoff_max=2,
+    # `inboxguard guarantees --app integrations.ledger.celery_app:app` is checked
+    # against integrations/ledger/guarantees.lock by the test suite.
+    guarantee=inboxguard.Guarantee(
+        provider=gateway,
+        ledger=ledger,
+        compensation="refund through the gateway (EffectLedger.compensate)",
+        terminal_states=("charged", "declined", "refunded", "quarantined"),
+    ),
 )
 def charge_invoice(command_id: str, invoice_id: int, amount: int) -> dict[str, Any]:
     """Charge an invoice once, however often its command is delivered."""

@@ -64,6 +64,14 @@ if os.environ.get("INBOXGUARD_LEDGER_KILL_AFTER"):
     throws=(ReconciliationRequiredError, ProviderRejectedError),
     inbox_command_id="command_id",
     inbox_consumer="billing.charge-invoice",
+    # `inboxguard guarantees --app integrations.ledger.dramatiq_charges:reference.broker`
+    # is checked against integrations/ledger/guarantees-dramatiq.lock by the test suite.
+    inbox_guarantee=inboxguard.Guarantee(
+        provider=gateway,
+        ledger=ledger,
+        compensation="refund through the gateway (EffectLedger.compensate)",
+        terminal_states=("charged", "declined", "refunded", "quarantined"),
+    ),
 )
 def charge_invoice(command_id: str, invoice_id: int, amount: int) -> dict[str, Any]:
     """Charge an invoice once, however often its command is delivered."""

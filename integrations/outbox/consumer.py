@@ -34,12 +34,16 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
         self.engine = create_engine(settings.database_url)
         _, _, self.shipments = tables(settings.prefix)
         self.pid = os.getpid()
+        self.inbox = inbox(self.engine, settings.prefix)
         self.on_message = guarded(
             self.ship,
-            inbox(self.engine, settings.prefix),
+            self.inbox,
             session_factory=sessionmaker(self.engine),
             consumer=CONSUMER,
             require_sent_at=True,  # the outbox stamps every message it relays
+            guarantee=inboxguard.Guarantee(
+                no_external_effect=True, terminal_states=("shipped (one row)", "quarantined")
+            ),
         )
 
     def get_consumers(self, consumer_cls: Any, channel: Any) -> list[Any]:
@@ -55,6 +59,12 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
             self.shipments.insert().values(order_id=body["order_id"], pid=self.pid)
         )
         return {"shipped": body["order_id"]}
+
+
+def build() -> Shipper:
+    """The consumer of the environment's settings, not yet consuming:
+    ``inboxguard guarantees --app 'integrations.outbox.consumer:build()'``."""
+    return Shipper(Settings.from_env())
 
 
 def main() -> None:

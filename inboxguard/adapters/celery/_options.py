@@ -37,6 +37,7 @@ INBOX_OPTIONS = frozenset(
         ACCEPT_ACK_OPTION,
         SHARED_CONSUMER_OPTION,
         REQUIRE_SENT_AT_OPTION,
+        "inbox_guarantee",
     }
 )
 _ACK_SETTINGS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")

@@ -16,6 +16,7 @@ from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import AnyInbox
+from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
@@ -147,6 +148,7 @@ def check_worker(app: Any) -> None:
         task = app.tasks[name]
         if isinstance(task, InboxTask):
             check_declared(task)
+            register_task(task)
             check_acks(task)
             if task.inbox is not None:  # check_declared refused a task without one
                 inboxes.setdefault(id(task.inbox), task.inbox)
@@ -184,6 +186,9 @@ def install_receivers() -> None:
     signals.celeryd_after_setup.connect(
         _refuse_misaligned_worker, weak=False, dispatch_uid="inboxguard.celery.alignment"
     )
+
+
+use_window_source(replay_windows)
 
 
 def _visibility_timeout(app: Any) -> dt.timedelta | None:

@@ -16,6 +16,7 @@ from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 from inboxguard import QuarantineReason
 from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
+from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import (
     Outcome,
@@ -26,6 +27,7 @@ from inboxguard.adapters._outcome import (
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox, transaction
+from inboxguard.adapters.celery._guarantee import GUARANTEE_OPTION, register_task
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
     REQUIRE_SENT_AT_OPTION,
@@ -110,6 +112,9 @@ class InboxTask(Task):  # type: ignore[misc]
     #: Refuse (quarantine as ``missing_sent_at``, dead-letter) a message with
     #: no ``x-inbox-sent-at`` header; otherwise the first one is logged.
     inbox_require_sent_at: bool = False
+    #: What only you know of this task's guarantee table (``inboxguard.Guarantee``:
+    #: the provider, ledger, terminal states); the rest is derived.
+    inbox_guarantee: Guarantee | None = None
     _inbox_getter: Getter | None = None
     _inbox_sent_time: SentTimeCheck | None = None
 
@@ -118,6 +123,7 @@ class InboxTask(Task):  # type: ignore[misc]
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("_decorated"):
             check_declared(cls)
+            register_task(cls)
 
     @classmethod
     def on_bound(cls, app: Any) -> None:
@@ -331,6 +337,7 @@ def inbox_task(
     consumer: str | None = None,
     exclude: Iterable[str] = (),
     shared_consumer: bool = False,
+    guarantee: Guarantee | None = None,
     **celery_options: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """Return a ``shared_task`` decorator whose task runs once per command.
@@ -342,7 +349,9 @@ def inbox_task(
     are Celery task options; ``acks_late=True`` and
     ``reject_on_worker_lost=True`` are the defaults. A ``base`` of your own is
     combined with :class:`InboxTask`. ``shared_consumer=True`` lets two tasks
-    (both setting it) use one consumer name on purpose.
+    (both setting it) use one consumer name on purpose. ``guarantee``
+    declares what only you know of the task's guarantee table (see
+    :class:`inboxguard.Guarantee`); ``inboxguard guarantees`` derives the rest.
 
     Raises:
         ConfigurationError: ``inbox`` is not an Inbox, ``session_factory`` is
@@ -366,6 +375,7 @@ def inbox_task(
         "inbox_consumer": consumer,
         "inbox_exclude": tuple(exclude),
         SHARED_CONSUMER_OPTION: shared_consumer,
+        GUARANTEE_OPTION: guarantee,
         **celery_options,
     }
 

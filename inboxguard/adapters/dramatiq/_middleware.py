@@ -34,6 +34,11 @@ from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
+from inboxguard.adapters.dramatiq._guarantee import (
+    GUARANTEE_OPTION,
+    check_guarantee,
+    register_actor,
+)
 from inboxguard.adapters.dramatiq._guard import (
     DUE_OPTION,
     NEVER_RETRIED,
@@ -61,6 +66,7 @@ OPTIONS = frozenset(
         "inbox_exclude",
         "inbox_shared_consumer",
         "inbox_require_sent_at",
+        GUARANTEE_OPTION,
     }
 )
 _STAMP = (
@@ -106,6 +112,9 @@ class InboxMiddleware(Middleware):
         inbox_require_sent_at: True to refuse (quarantine as
             ``missing_sent_at``, dead-letter) a message without a sent time
             (``message_timestamp``); otherwise the first is logged at WARNING.
+        inbox_guarantee: an :class:`inboxguard.Guarantee` declaring what only
+            you know of the actor's guarantee table (provider, ledger,
+            terminal states); ``inboxguard guarantees`` derives the rest.
 
     Args:
         inbox: the :class:`inboxguard.Inbox` holding the evidence.
@@ -206,6 +215,7 @@ class InboxMiddleware(Middleware):
         coroutine_fn = _dramatiq_async_fn(actor)
         consumer = validate_identity(options.get("inbox_consumer", actor.actor_name), "consumer")
         shared = bool(options.get("inbox_shared_consumer", False))
+        check_guarantee(options.get(GUARANTEE_OPTION), actor.actor_name)
         claim_consumer(
             self.inbox, consumer, actor.actor_name, shared=shared, option="inbox_shared_consumer"
         )
@@ -245,6 +255,7 @@ class InboxMiddleware(Middleware):
             actor.fn = GuardedFn(fn, session_factory=self.session_factory, **config)
         options["throws"] = _with_never_retried(options.get("throws"))
         self.guarded[actor.actor_name] = actor
+        register_actor(self.inbox, broker, actor, consumer, coroutine_fn or fn)
 
     # -- worker boot ----------------------------------------------------------------------
 

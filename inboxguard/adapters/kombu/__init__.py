@@ -50,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard import QuarantineReason
 from inboxguard._core import faults
+from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import (
     ATTEMPT_HEADER,
@@ -66,6 +67,7 @@ from inboxguard.adapters._delivery import (
     sent_at_from,
 )
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
+from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
@@ -117,6 +119,7 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     producer: Producer | Callable[[], Producer] | None = None,
     shared_consumer: bool = False,
     require_sent_at: bool = False,
+    guarantee: Guarantee | None = None,
 ) -> Callback:
     """Return a kombu callback running ``handler(body, message)`` once per command.
 
@@ -133,7 +136,9 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     came through. ``shared_consumer=True`` lets two handlers (both setting it)
     use one consumer name on purpose. ``require_sent_at=True`` refuses a
     message with no sent time (quarantined as ``missing_sent_at``, rejected);
-    otherwise the first one is logged at WARNING.
+    otherwise the first one is logged at WARNING. ``guarantee`` declares what
+    only you know of the handler's guarantee table (see
+    :class:`inboxguard.Guarantee`); ``inboxguard guarantees`` derives the rest.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees, or
@@ -142,6 +147,18 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
+    exclude = tuple(exclude)
+    register_consumer(
+        inbox,
+        "kombu consumer",
+        name,
+        consumer=consumer,
+        command_id=command_id,
+        exclude=exclude,
+        max_attempts=max_attempts,
+        retry_delay=retry_delay,
+        guarantee=guarantee,
+    )
     run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
     sent_time = SentTimeCheck(
         consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger

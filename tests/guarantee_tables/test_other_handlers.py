@@ -1,0 +1,185 @@
+"""V1-V3 on Dramatiq, kombu, aio-pika and ``Inbox.handler``: every guarded
+handler is listed, its windows come from the real settings, what cannot be
+seen is unknown, and the lost-ack example holds on a real database."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import dramatiq
+import pytest
+from dramatiq.brokers.stub import StubBroker
+from sqlalchemy.orm import Session, sessionmaker
+
+import inboxguard
+from inboxguard.adapters.dramatiq import InboxMiddleware
+from inboxguard.adapters.kombu import guarded
+
+
+def test_dramatiq_retries_change_the_table(table_inbox: inboxguard.Inbox) -> None:
+    broker = StubBroker()
+    broker.add_middleware(InboxMiddleware(table_inbox, session_factory=sessionmaker()))
+
+    @dramatiq.actor(
+        broker=broker,
+        max_retries=5,
+        inbox_command_id="order_id",
+        inbox_consumer="shipping.ship",
+        inbox_guarantee=inboxguard.Guarantee(no_external_effect=True),
+    )
+    def ship(order_id: str) -> None:
+        return None
+
+    (table,) = inboxguard.guarantees_of(broker)
+    assert table.consumer == "shipping.ship"
+    reviewed = inboxguard.read_lock(inboxguard.lock_text([table]))
+    ship.options["max_retries"] = 50
+    changes = inboxguard.lock_changes(inboxguard.guarantees_of(broker), reviewed)
+    assert [(c.field, c.setting) for c in changes] == [("dedup_window", "retry_schedule")]
+    # 50 retries of Dramatiq's default backoff run for days: longer than the evidence
+    (problem,) = inboxguard.contradictions_of(broker)
+    assert (problem.field, problem.setting) == ("dedup_window", "retry_schedule")
+
+
+def test_dramatiq_refuses_a_declared_derived_field(table_inbox: inboxguard.Inbox) -> None:
+    broker = StubBroker()
+    broker.add_middleware(InboxMiddleware(table_inbox, session_factory=sessionmaker()))
+    with pytest.raises(inboxguard.ConfigurationError, match="delivery_mode"):
+
+        @dramatiq.actor(
+            broker=broker,
+            inbox_command_id="order_id",
+            inbox_guarantee=inboxguard.Guarantee(delivery_mode="at most once"),
+        )
+        def ship(order_id: str) -> None:
+            return None
+
+
+def test_kombu_consumer_with_unknown_no_ack(table_inbox: inboxguard.Inbox) -> None:
+    def pay(body: Any, message: Any) -> None:
+        return None
+
+    guarded(
+        pay,
+        table_inbox,
+        session_factory=sessionmaker(table_inbox.engine),
+        consumer="payments",
+        max_attempts=4,
+        retry_delay=dt.timedelta(seconds=30),
+    )
+    (table,) = inboxguard.guarantees_of(table_inbox)
+    delivery = table.fact("delivery_mode")
+    assert delivery is not None
+    assert delivery.settings["no_ack"] is None  # set on the Consumer: not visible, not guessed
+    dedup = table.fact("dedup_window")
+    assert dedup is not None
+    assert dedup.settings["retry_schedule"] == "1m30s"  # 3 retries x 30 s
+    identity = table.fact("identity")
+    assert identity is not None
+    assert identity.settings["command_id"] == "header x-inbox-command-id"
+
+
+def test_aio_pika_consumer_is_listed(table_inbox: inboxguard.Inbox) -> None:
+    from inboxguard.adapters.aio_pika import guarded as guarded_async
+
+    async def pay(body: Any, message: Any) -> None:
+        return None
+
+    guarded_async(
+        pay,
+        table_inbox,
+        session_factory=sessionmaker(),  # type: ignore[arg-type]
+        consumer="payments-async",
+        exchange=None,  # type: ignore[arg-type]
+        command_id="command_id",
+    )
+    (table,) = inboxguard.guarantees_of([table_inbox])
+    assert table.consumer == "payments-async"
+
+
+def test_inbox_handler_lost_ack_example_holds(table_inbox: inboxguard.Inbox) -> None:
+    """The table's lost-ack example, played on a real SQLite file: the first
+    call commits, its ack is lost, the second call returns the stored result
+    without running the handler again."""
+    runs: list[str] = []
+
+    @table_inbox.handler(
+        consumer="billing.note",
+        command_id="note_id",
+        guarantee=inboxguard.Guarantee(
+            delivery_mode="at least once: our poller re-reads until it records the offset",
+            no_external_effect=True,
+        ),
+    )
+    def note(session: Session, note_id: str) -> dict[str, str]:
+        runs.append(note_id)
+        return {"noted": note_id}
+
+    (table,) = inboxguard.guarantees_of(table_inbox)
+    assert table.lost_ack_example is not None
+    assert "without running the handler" in table.lost_ack_example
+    delivery = table.fact("delivery_mode")
+    assert delivery is not None
+    assert delivery.source == "declared"
+    for _ in range(2):  # the delivery, then the copy after a lost ack
+        with Session(table_inbox.engine) as session, session.begin():
+            assert note(session, "n-1") == {"noted": "n-1"}
+    assert runs == ["n-1"]
+    assert table_inbox.lookup("billing.note", "n-1") is not None
+
+
+def test_undeclared_is_unknown_never_guessed(table_inbox: inboxguard.Inbox) -> None:
+    @table_inbox.handler(consumer="billing.plain", command_id="x")
+    def plain(session: Session, x: str) -> None:
+        return None
+
+    (table,) = inboxguard.guarantees_of(table_inbox)
+    for name in ("delivery_mode", "provider_behaviour", "reconciliation"):
+        fact = table.fact(name)
+        assert fact is not None
+        assert (fact.value, fact.source) == (None, "unknown")
+        assert table.to_json()[name]["value"] is None
+    assert "not declared" in (table.unknown_case or "")
+
+
+def test_bad_declarations_name_the_field() -> None:
+    with pytest.raises(inboxguard.ConfigurationError, match="terminal_states"):
+        inboxguard.Guarantee(terminal_states=[])
+    with pytest.raises(inboxguard.ConfigurationError, match="provider"):
+        inboxguard.Guarantee(provider="stripe")
+    with pytest.raises(inboxguard.ConfigurationError, match="not both"):
+        inboxguard.Guarantee(provider=inboxguard.known_contract("stripe"), no_external_effect=True)
+
+
+def test_an_app_without_handlers_is_refused() -> None:
+    with pytest.raises(inboxguard.ConfigurationError, match="no guarded handler"):
+        inboxguard.guarantees_of(object())
+
+
+def test_the_registry_lets_an_inbox_go(sqlite_url: str) -> None:
+    """Listing handlers must not keep an inbox (its engine, its pooled
+    connections) alive once the application dropped it."""
+    import gc
+    import weakref
+
+    from sqlalchemy import create_engine
+
+    box = inboxguard.Inbox(create_engine(sqlite_url), retention=dt.timedelta(days=1))
+
+    @box.handler(consumer="gone", command_id="x")
+    def gone(session: Session, x: str) -> None:
+        return None
+
+    guarded(
+        lambda body, message: None,
+        box,
+        session_factory=sessionmaker(box.engine),
+        consumer="gone-kombu",
+    )
+    assert len(inboxguard.guarantees_of(box)) == 2
+    ref = weakref.ref(box)
+    box.engine.dispose()
+    del box, gone
+    gc.collect()
+    assert ref() is None
