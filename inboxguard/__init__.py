@@ -7,7 +7,7 @@ does. See ``docs/guarantees.md`` for exactly what holds, and where.
 
 from __future__ import annotations
 
-from inboxguard._core.context import current_session
+from inboxguard._core.context import current_entry, current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
@@ -114,6 +114,7 @@ __all__ = [
     "UnsupportedDialectError",
     "WindowRow",
     "command_id_for",
+    "current_entry",
     "current_session",
     "digest_of",
     "is_retryable",

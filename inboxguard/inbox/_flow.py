@@ -41,6 +41,7 @@ from sqlalchemy.exc import DBAPIError
 
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
+from inboxguard._telemetry import Telemetry, telemetry_for
 from inboxguard.errors import ConfigurationError, PayloadMismatchError
 from inboxguard.inbox._decide import (
     Delivery,
@@ -129,8 +130,10 @@ class GuardFlows:
         retention: RetentionPolicy,
         clock: Clock,
         lock_timeout: dt.timedelta | None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._tables = tables
+        self.telemetry = telemetry or telemetry_for(False)
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
@@ -148,17 +151,24 @@ class GuardFlows:
         """The guard of one delivery, from validation to the stored result."""
         delivery = self._prepare(consumer, command_id, payload, exclude, details)
         stale = stale_error(delivery, sent_at, self._retention) if sent_at is not None else None
-        dialect = self.dialect((yield Connect()))
-        if stale is not None:
-            yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
-            raise stale
-        claim = yield from _claim(dialect, delivery)
-        found = verdict(delivery, claim)
-        if isinstance(found, PayloadMismatchError):
-            yield self._refusal(
-                delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
-            )
-            raise found
+        # The one place a claim's outcome is decided, for every adapter and driver.
+        probe = self.telemetry.claim(delivery.consumer, delivery.command_id)
+        try:
+            dialect = self.dialect((yield Connect()))
+            if stale is not None:
+                yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
+                raise stale
+            claim = yield from _claim(dialect, delivery)
+            found = verdict(delivery, claim)
+            if isinstance(found, PayloadMismatchError):
+                yield self._refusal(
+                    delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
+                )
+                raise found
+        except BaseException as error:
+            probe.failed(error)
+            raise
+        probe.decided("duplicate" if found.duplicate else "fresh")
         end: BlockExit = yield HandOver(found)
         if not end.kept:
             raise _boundary_error(delivery) from end.error

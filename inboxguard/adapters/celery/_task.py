@@ -25,6 +25,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._transaction import transaction
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
     REQUIRE_SENT_AT_OPTION,
@@ -153,7 +154,7 @@ class InboxTask(Task):  # type: ignore[misc]
             command_id = self._command_id(args, kwargs)
             session = factory()
             try:
-                with session.begin():
+                with transaction(session, inbox, self._consumer(), command_id):
                     result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
             finally:
                 session.close()

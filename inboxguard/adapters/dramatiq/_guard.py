@@ -30,6 +30,7 @@ from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._transaction import transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
@@ -290,7 +291,7 @@ class GuardedFn(GuardCore):
         given = self.inputs(message, args, kwargs)
         with (
             self.session_factory() as session,
-            session.begin(),
+            transaction(session, self.inbox, self.consumer, given.command_id),
             self.inbox.guard(
                 session,
                 consumer=self.consumer,

@@ -68,6 +68,7 @@ from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._transaction import transaction
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -212,7 +213,7 @@ class _Runner:
     ) -> None:
         with (
             self.session_factory() as session,
-            session.begin(),
+            transaction(session, self.inbox, self.consumer, cid),
             self.inbox.guard(
                 session,
                 consumer=self.consumer,
