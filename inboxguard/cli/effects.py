@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import enum
-import importlib
 import json
 import sys
 from typing import Any
@@ -32,6 +31,7 @@ from inboxguard import (
     Provider,
     Receipt,
 )
+from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_database
 
 __all__ = ["register"]
@@ -148,15 +148,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _load_provider(spec: str) -> Provider:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        msg = f"--provider {spec!r} must look like 'package.module:attribute'"
-        raise _UsageError(msg)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as error:
-        msg = f"--provider {spec!r} cannot be loaded: {error}"
-        raise _UsageError(msg) from error
+    target = resolve_object(spec, option="--provider")
     provider = target() if isinstance(target, type) or not hasattr(target, "contract") else target
     if not isinstance(provider, Provider):
         msg = f"--provider {spec!r} gave {provider!r}, which has no contract/send/lookup"

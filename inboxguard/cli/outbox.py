@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import inspect
 import json
 import logging
@@ -23,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import create_engine
 
+from inboxguard.cli._app import resolve_object
 from inboxguard.errors import ConfigurationError, InboxGuardError
 from inboxguard.outbox import Dispatcher, DispatchStats, Outbox, OutboxMessage
 
@@ -174,15 +174,7 @@ def load_transport(spec: str) -> Any:
     Raises:
         ConfigurationError: the spec does not name a callable.
     """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        msg = f"--transport {spec!r} must look like 'package.module:name'"
-        raise ConfigurationError(msg)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        msg = f"--transport {spec!r} cannot be loaded: {exc}"
-        raise ConfigurationError(msg) from exc
+    target = resolve_object(spec, option="--transport")
     if not callable(target):
         msg = f"--transport {spec!r} is not callable"
         raise ConfigurationError(msg)

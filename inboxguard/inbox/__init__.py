@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from inboxguard.inbox._inbox import Inbox
 from inboxguard.inbox._purge import PurgePlan, PurgeReport
-from inboxguard.inbox._quarantine import QuarantineReplay
+from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "InboxRecord",
     "PurgePlan",
     "PurgeReport",
+    "QuarantineAction",
     "QuarantineReason",
     "QuarantineRecord",
     "QuarantineReplay",

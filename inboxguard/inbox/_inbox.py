@@ -22,13 +22,14 @@ from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
+from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
 from inboxguard.inbox._handlers import async_handler, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
-from inboxguard.inbox._quarantine import QuarantineReplay, QuarantineStore
+from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.sql.errors import INBOX_SCHEMA
@@ -109,11 +110,10 @@ class Inbox:
         return self._upkeep.watermarks
 
     def create_schema(self) -> None:
-        """Create the inbox, quarantine and watermark tables if they do not exist
+        """Create the inbox, quarantine and watermark tables (and the audit
+        trails of operator replays and actions) if they do not exist
         (idempotent)."""
-        self.tables.metadata.create_all(
-            self.engine, tables=[*self._own_tables(), self.tables.quarantine_replays]
-        )
+        self.tables.metadata.create_all(self.engine, tables=self._every_table())
 
     def check_schema(self) -> None:
         """Refuse a database without the inbox, quarantine or watermark table
@@ -127,12 +127,14 @@ class Inbox:
 
     def drop_schema(self) -> None:
         """Drop the inbox, quarantine and watermark tables, with every record in them."""
-        self.tables.metadata.drop_all(
-            self.engine, tables=[*self._own_tables(), self.tables.quarantine_replays]
-        )
+        self.tables.metadata.drop_all(self.engine, tables=self._every_table())
 
     def _own_tables(self) -> list[Table]:
         return [self.tables.inbox, self.tables.quarantine, self.watermarks]
+
+    def _every_table(self) -> list[Table]:
+        audit = [self.tables.quarantine_replays, self.tables.quarantine_actions]
+        return [*self._own_tables(), *audit]
 
     # -- retention ----------------------------------------------------------------------
 
@@ -296,9 +298,52 @@ class Inbox:
         found = self._quarantine.records(None, None, record_id=record_id)
         return found[0] if found else None
 
-    def resolve_quarantine(self, record_id: int) -> bool:
-        """Mark an open quarantine record resolved; False if none is open with that id."""
-        return self._quarantine.resolve(record_id)
+    def quarantine_records_of(self, consumer: str, command_id: str) -> list[QuarantineRecord]:
+        """Every quarantine record (any status) of one command, oldest first."""
+        return self._quarantine.records(consumer, None, command_id=command_id)
+
+    def resolve_quarantine(
+        self, record_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
+        """Mark an open quarantine record resolved; False if none is open with that id.
+
+        With ``actor`` and ``reason`` the resolution is also recorded in the
+        audit trail (:meth:`quarantine_actions`), in the same transaction. The
+        evidence is untouched: the command is judged as before.
+
+        Raises:
+            ConfigurationError: only one of ``actor`` and ``reason`` is given.
+        """
+        if actor is None and reason is None:
+            return self._quarantine.resolve(record_id)
+        who, why = _audit(actor, reason)
+        return self._quarantine.settle(record_id, "resolve", who, why, self._now()) is not None
+
+    def release_quarantine(
+        self, record_id: int, *, actor: str, reason: str
+    ) -> QuarantineAction | None:
+        """Let a quarantined command be processed again: mark the open record
+        resolved and delete the evidence that refused it (the stored digest
+        the record names), recording who, why and when, in one transaction.
+
+        The next delivery of the command is then processed as fresh, whatever
+        its payload, so release only what must run again. A record whose
+        refusal came from no stored evidence (beyond retention, retries
+        exhausted) is released with nothing to delete; its message still has
+        to be published again. None when no open record has that id.
+
+        Raises:
+            ConfigurationError: ``actor`` or ``reason`` is empty.
+        """
+        who, why = _audit(actor, reason)
+        return self._quarantine.settle(record_id, "release", who, why, self._now())
+
+    def quarantine_actions(self, record_id: int) -> list[QuarantineAction]:
+        """The recorded releases and resolutions of a record, oldest first."""
+        return self._quarantine.actions(record_id)
+
+    def _now(self) -> dt.datetime:
+        return checked_now(self.clock)
 
     def record_quarantine_replay(
         self,
@@ -395,3 +440,14 @@ class Inbox:
         return self._upkeep.advance_watermark(
             session, consumer=consumer, key=key, position=position
         )
+
+
+def _audit(actor: str | None, reason: str | None) -> tuple[str, str]:
+    """The non-empty actor and reason an audited action needs."""
+    if not (actor or "").strip() or not (reason or "").strip():
+        msg = (
+            "an audited quarantine action needs both actor= (who acts) and reason="
+            " (why), each a non-empty string"
+        )
+        raise ConfigurationError(msg)
+    return str(actor), str(reason)

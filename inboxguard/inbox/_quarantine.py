@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
 from inboxguard.inbox._records import QuarantineRecord
@@ -22,6 +22,7 @@ from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
+    "QuarantineAction",
     "QuarantineReplay",
     "QuarantineStore",
     "log_not_written",
@@ -45,6 +46,30 @@ class QuarantineReplay:
     reason: str
     replayed_at: dt.datetime
     receipt: Any
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineAction:
+    """One operator action on a quarantine record, kept durably: ``action`` is
+    ``"release"`` or ``"resolve"``, done by ``actor`` for ``reason`` at
+    ``acted_at`` (UTC).
+
+    A release removed the evidence that refused the command, so the next
+    delivery of ``command_id`` is processed; ``evidence_digest`` and
+    ``evidence_processed_at`` say which evidence it removed (None when there
+    was none to remove: the refusal did not come from stored evidence).
+    """
+
+    id: int
+    quarantine_id: int
+    consumer: str
+    command_id: str
+    action: str
+    actor: str
+    reason: str
+    acted_at: dt.datetime
+    evidence_digest: str | None
+    evidence_processed_at: dt.datetime | None
 
 
 logger = logging.getLogger("inboxguard")
@@ -108,6 +133,8 @@ class QuarantineStore:
         self._engine = engine
         self._table = tables.quarantine
         self._replays = tables.quarantine_replays
+        self._actions = tables.quarantine_actions
+        self._evidence = tables.inbox
 
     def records(
         self,
@@ -116,12 +143,15 @@ class QuarantineStore:
         *,
         record_id: int | None = None,
         limit: int | None = None,
+        command_id: str | None = None,
     ) -> list[QuarantineRecord]:
         """Return quarantine records, oldest first."""
         q = self._table
         stmt = select(q).order_by(q.c.id).limit(limit)
         if consumer is not None:
             stmt = stmt.where(q.c.consumer == consumer)
+        if command_id is not None:
+            stmt = stmt.where(q.c.command_id == command_id)
         if status is not None:
             stmt = stmt.where(q.c.status == status)
         if record_id is not None:
@@ -142,6 +172,62 @@ class QuarantineStore:
         stmt = update(q).where(q.c.id == record_id, q.c.status == "open").values(status="resolved")
         with self._engine.begin() as conn:
             return bool(conn.execute(stmt).rowcount)
+
+    def settle(
+        self, record_id: int, action: str, actor: str, reason: str, now: dt.datetime
+    ) -> QuarantineAction | None:
+        """Mark an open record resolved and append ``action`` (``"release"`` or
+        ``"resolve"``) to the audit trail, in one transaction; a release also
+        deletes the evidence whose digest the record names as stored, so the
+        command is processed again. None when no open record has that id."""
+        q = self._table
+        opened = update(q).where(q.c.id == record_id, q.c.status == "open")
+        with schema_required(INBOX_SCHEMA), self._engine.begin() as conn:
+            row = conn.execute(select(q).where(q.c.id == record_id)).mappings().first()
+            if row is None or not conn.execute(opened.values(status="resolved")).rowcount:
+                return None
+            removed = self._remove_evidence(conn, row) if action == "release" else None
+            values = {
+                "quarantine_id": record_id,
+                "consumer": row["consumer"],
+                "command_id": row["command_id"],
+                "action": action,
+                "actor": actor,
+                "reason": reason,
+                "acted_at": now,
+                "evidence_digest": removed[0] if removed else None,
+                "evidence_processed_at": removed[1] if removed else None,
+            }
+            inserted = conn.execute(insert(self._actions).values(**values)).inserted_primary_key
+        new_id = int(inserted[0]) if inserted is not None else 0
+        return QuarantineAction(id=new_id, **values)
+
+    def _remove_evidence(
+        self, conn: Connection, record: RowMapping
+    ) -> tuple[str, dt.datetime] | None:
+        """Delete the evidence that refused ``record`` (same consumer and
+        command, the digest the record saw stored); its digest and time."""
+        if record["stored_digest"] is None:
+            return None
+        ev = self._evidence
+        which = (
+            ev.c.consumer == record["consumer"],
+            ev.c.command_id == record["command_id"],
+            ev.c.digest == record["stored_digest"],
+        )
+        found = conn.execute(select(ev.c.digest, ev.c.processed_at).where(*which)).first()
+        if found is None:
+            return None
+        conn.execute(delete(ev).where(*which))
+        return str(found[0]), found[1]
+
+    def actions(self, record_id: int) -> list[QuarantineAction]:
+        """The releases and resolutions recorded for one record, oldest first."""
+        a = self._actions
+        stmt = select(a).where(a.c.quarantine_id == record_id).order_by(a.c.id)
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [QuarantineAction(**row) for row in rows]
 
     def record_replay(
         self, record: QuarantineRecord, values: Mapping[str, Any]

@@ -2,7 +2,8 @@
 
 - the inbox's tables (:func:`inbox_tables`): ``inbox`` (the evidence),
   ``quarantine`` (refused messages), ``quarantine_replays`` (who re-published
-  a refused message, when and why) and ``watermark`` (one position per key);
+  a refused message, when and why), ``quarantine_actions`` (who released or
+  resolved a record, when and why) and ``watermark`` (one position per key);
 - the outbox's table (:func:`outbox_tables`);
 - the effect ledger's tables (:func:`effect_tables`): ``effects`` and its
   append-only ``effect_history``.
@@ -51,13 +52,14 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class InboxTables:
     """The inbox tables of one prefix: ``inbox``, ``quarantine``,
-    ``watermark`` and ``quarantine_replays``."""
+    ``watermark``, ``quarantine_replays`` and ``quarantine_actions``."""
 
     metadata: MetaData
     inbox: Table
     quarantine: Table
     watermark: Table
     quarantine_replays: Table
+    quarantine_actions: Table
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ def _inbox_tables(prefix: str) -> InboxTables:
         _quarantine(metadata, prefix),
         _watermark(metadata, prefix),
         _quarantine_replays(metadata, prefix),
+        _quarantine_actions(metadata, prefix),
     )
 
 
@@ -168,6 +171,27 @@ def _quarantine_replays(metadata: MetaData, prefix: str) -> Table:
         Column("replayed_at", UtcDateTime(), nullable=False),
         Column("receipt", long_text(), nullable=True),
         Index(f"ix_{prefix}quarantine_replays_qid", "quarantine_id", "id"),
+    )
+
+
+def _quarantine_actions(metadata: MetaData, prefix: str) -> Table:
+    """One row per operator release or resolution of a quarantine record (who,
+    why, when), kept as an audit trail; a release also keeps the digest and
+    time of the evidence it removed."""
+    return Table(
+        f"{prefix}quarantine_actions",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("quarantine_id", Integer, nullable=False),
+        Column("consumer", id_type(), nullable=False),
+        Column("command_id", id_type(), nullable=False),
+        Column("action", String(16), nullable=False),
+        Column("actor", String(255), nullable=False),
+        Column("reason", long_text(), nullable=False),
+        Column("acted_at", UtcDateTime(), nullable=False),
+        Column("evidence_digest", digest_type(), nullable=True),
+        Column("evidence_processed_at", UtcDateTime(), nullable=True),
+        Index(f"ix_{prefix}quarantine_actions_qid", "quarantine_id", "id"),
     )
 
 

@@ -66,7 +66,7 @@ def test_l11_cli_lists_shows_reconciles_and_resolves(
     assert main(["effects", "resolve", "lost", "--applied", "x", "--note", "n", *db]) == 2
     assert "only an unknown effect" in capsys.readouterr().err
     assert main(["effects", "reconcile", "--provider", "nope", *db]) == 2
-    assert "package.module:attribute" in capsys.readouterr().err
+    assert "must look like MODULE:ATTR" in capsys.readouterr().err
 
 
 def test_l11_reconcile_exits_1_when_an_effect_needs_an_operator(

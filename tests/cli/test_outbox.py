@@ -128,7 +128,7 @@ def test_o11_cli_dispatch_runs_as_a_process_and_stops_on_sigterm(box):
 
 @pytest.mark.parametrize(
     ("spec", "words"),
-    [("no_colon", "package.module:name"), ("inboxguard.nowhere:x", "cannot be loaded")],
+    [("no_colon", "must look like MODULE:ATTR"), ("inboxguard.nowhere:x", "no module named")],
 )
 def test_dispatch_with_a_bad_transport_is_a_clear_error(box, capsys, spec, words):
     add(box, "a")

@@ -74,7 +74,13 @@ def test_alembic_upgrade_matches_create_schema(
 
     Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix + "b_").create_schema()
     migrated_shape = _shape(engine, prefix + "a_")
-    assert set(migrated_shape) == {"inbox", "quarantine", "quarantine_replays", "watermark"}
+    assert set(migrated_shape) == {
+        "inbox",
+        "quarantine",
+        "quarantine_actions",
+        "quarantine_replays",
+        "watermark",
+    }
     assert migrated_shape == _shape(engine, prefix + "b_")
     columns = {c[0]: c for c in migrated_shape["inbox"]["columns"]}
     assert columns["command_id"][2] == columns["consumer"][2] == 255

@@ -1,0 +1,101 @@
+"""``explain``: why one command was, or would be, skipped."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import inspect, or_, select
+from sqlalchemy.engine import Engine
+
+from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard.effects import EffectLedger, EffectRecord
+from inboxguard.inbox import InboxRecord
+from inboxguard.operations._quarantine import open_inbox, quarantine_detail
+from inboxguard.operations._records import CommandExplanation
+from inboxguard.outbox import Outbox
+from inboxguard.sql.tables import effect_tables
+
+__all__ = ["explain"]
+
+#: What may follow a command ID in the key of an effect it caused.
+_KEY_SEPARATORS = ("/", ":", ".")
+
+
+def explain(
+    engine: Engine,
+    *,
+    consumer: str,
+    command_id: str,
+    table_prefix: str = "inboxguard_",
+    clock: Clock | None = None,
+    effects_limit: int = 20,
+) -> CommandExplanation:
+    """Explain the inbox's decision for ``command_id`` at ``consumer``: the
+    stored evidence, every quarantine record with its actions, the ledger's
+    effects of the command and its outbox row. Read-only; the outbox and
+    ledger parts are empty when their tables are absent.
+
+    Raises:
+        ConfigurationError: the inbox tables are missing, or the prefix is
+            unusable.
+    """
+    now = checked_now(clock or utc_now)
+    inbox = open_inbox(engine, table_prefix, clock)
+    evidence = inbox.lookup(consumer, command_id)
+    records = inbox.quarantine_records_of(consumer, command_id)
+    quarantine = tuple(quarantine_detail(inbox, r) for r in records)
+    present = set(inspect(engine).get_table_names())
+    effects = _effects(engine, table_prefix, command_id, effects_limit, present)
+    outbox = (
+        Outbox(engine, table_prefix=table_prefix).get(command_id)
+        if f"{table_prefix}outbox" in present
+        else None
+    )
+    verdict = "duplicate" if evidence is not None else "fresh"
+    open_count = sum(1 for r in records if r.status == "open")
+    summary = _summary(evidence, now, open_count)
+    return CommandExplanation(
+        consumer, command_id, now, verdict, summary, evidence, quarantine, effects, outbox
+    )
+
+
+def _effects(
+    engine: Engine, prefix: str, command_id: str, limit: int, present: set[str]
+) -> tuple[EffectRecord, ...]:
+    table = effect_tables(prefix).effects
+    if table.name not in present:
+        return ()
+    key = table.c.effect_key
+    escaped = command_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    like = [key.like(f"{escaped}{sep}%", escape="\\") for sep in _KEY_SEPARATORS]
+    stmt = select(key).where(or_(key == command_id, *like)).order_by(key).limit(limit)
+    with engine.connect() as conn:
+        keys = conn.execute(stmt).scalars().all()
+    ledger = EffectLedger(engine, table_prefix=prefix)
+    found = (ledger.get(k) for k in keys)
+    return tuple(r for r in found if r is not None)
+
+
+def _summary(evidence: InboxRecord | None, now: dt.datetime, open_count: int) -> str:
+    waiting = (
+        f"; {open_count} quarantine record(s) are open (release one to let a refused"
+        " payload be processed)"
+        if open_count
+        else ""
+    )
+    if evidence is None:
+        return (
+            "no evidence is stored: the next delivery is processed, unless its sent time"
+            " is older than the retention horizon (then it is quarantined as"
+            f" beyond_retention){waiting}"
+        )
+    kept = (
+        f"kept until {evidence.expires_at.isoformat()}"
+        if evidence.expires_at > now
+        else f"expired at {evidence.expires_at.isoformat()} and still counts until purge deletes it"
+    )
+    return (
+        f"processed at {evidence.processed_at.isoformat()}: a delivery whose payload digest"
+        f" is {evidence.digest} is skipped as a duplicate; any other payload is quarantined"
+        f" as payload_mismatch; the evidence is {kept}{waiting}"
+    )
