@@ -11,6 +11,7 @@ from inboxguard._core.context import current_entry, current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
+from inboxguard.dashboard import dashboard_app
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
@@ -138,6 +139,7 @@ __all__ = [
     "command_id_for",
     "current_entry",
     "current_session",
+    "dashboard_app",
     "digest_of",
     "explain",
     "is_retryable",

@@ -16,7 +16,15 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-_MODULES: tuple[str, ...] = ("retention", "purge", "quarantine", "outbox", "effects")
+_MODULES: tuple[str, ...] = (
+    "retention",
+    "purge",
+    "quarantine",
+    "outbox",
+    "effects",
+    "serve_metrics",
+    "dashboard",
+)
 #: Exit status after the reader of stdout went away: 128 + SIGPIPE.
 _BROKEN_PIPE = 141
 

@@ -158,7 +158,9 @@ class _Site:
             view = await self.read(overview, self.engine, self.prefix, self.history)
         except InboxGuardError as error:
             return self.message(503, "Cannot read the tables", str(error))
-        return self.page("overview.html", view=view, chart=chart(view.history), horizon=self.horizon)
+        return self.page(
+            "overview.html", view=view, chart=chart(view.history), horizon=self.horizon
+        )
 
     async def search(self, request: Any) -> Any:
         query = request.query_params.get("q", "").strip()
@@ -182,47 +184,74 @@ class _Site:
 
     async def confirm(self, request: Any) -> Any:
         record_id, action = request.path_params["record_id"], request.path_params["action"]
-        if action not in _ACTIONS:
-            return self.message(404, "No such page", f"There is no {action!r} action.")
-        if self.token is None:
-            return self.read_only()
-        detail = await self.read(quarantine_show, self.engine, record_id, table_prefix=self.prefix)
-        if detail is None or detail.record.status != "open":
-            return self.message(404, "No open record", f"No open quarantine record has id {record_id}.")
+        try:
+            self.check_action(action)
+            detail = await self.open_record(record_id)
+        except _Stop as stop:
+            return stop.response
         return self.page("confirm.html", detail=detail, action=action, problem=None)
 
     async def act(self, request: Any) -> Any:
         record_id, action = request.path_params["record_id"], request.path_params["action"]
-        if action not in _ACTIONS:
-            return self.message(404, "No such page", f"There is no {action!r} action.")
-        if request.query_params:
-            return self.message(
-                400, "Refused", "Write actions take their fields from the form body, never the URL."
+        try:
+            self.check_action(action)
+            self.check_request(request)
+            form = await request.form()
+            self.check_token(str(form.get("token", "")))
+            who, why = str(form.get("who", "")).strip(), str(form.get("why", "")).strip()
+            problem = _problem(who, why, confirmed=form.get("confirm") == "yes")
+            if problem is not None:
+                detail = await self.open_record(record_id)
+                return self.page("confirm.html", 400, detail=detail, action=action, problem=problem)
+            done = await self.read(
+                _ACTIONS[action],
+                self.engine,
+                record_id,
+                actor=who,
+                reason=why,
+                table_prefix=self.prefix,
             )
-        if _cross_site(request):
-            return self.message(403, "Refused", "A write action must come from this dashboard's own page.")
-        if self.token is None:
-            return self.read_only()
-        form = await request.form()
-        given = str(form.get("token", ""))
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return self.message(403, "Refused", "The token is missing or wrong; nothing was changed.")
-        who, why = str(form.get("who", "")).strip(), str(form.get("why", "")).strip()
-        problem = _problem(who, why, confirmed=form.get("confirm") == "yes")
-        if problem is not None:
-            detail = await self.read(quarantine_show, self.engine, record_id, table_prefix=self.prefix)
-            if detail is None:
-                return self.message(404, "No such record", f"No quarantine record has id {record_id}.")
-            return self.page("confirm.html", 400, detail=detail, action=action, problem=problem)
-        done = await self.read(
-            _ACTIONS[action], self.engine, record_id, actor=who, reason=why, table_prefix=self.prefix
-        )
-        if done is None:
-            return self.message(404, "No open record", f"No open quarantine record has id {record_id}.")
+            if done is None:
+                raise _Stop(self.no_open_record(record_id))
+        except _Stop as stop:
+            return stop.response
         logger.info("dashboard: %s of quarantine record %s by %r: %s", action, record_id, who, why)
         from starlette.responses import RedirectResponse  # noqa: PLC0415
 
         return RedirectResponse(f"/quarantine/{record_id}?done={action}", status_code=303)
+
+    def check_action(self, action: str) -> None:
+        """Refuse an unknown action, and any action of a read-only dashboard."""
+        if action not in _ACTIONS:
+            raise _Stop(self.message(404, "No such page", f"There is no {action!r} action."))
+        if self.token is None:
+            raise _Stop(self.read_only())
+
+    def check_request(self, request: Any) -> None:
+        """Refuse fields in the URL and requests from another site."""
+        if request.query_params:
+            text = "Write actions take their fields from the form body, never the URL."
+            raise _Stop(self.message(400, "Refused", text))
+        if _cross_site(request):
+            text = "A write action must come from this dashboard's own page."
+            raise _Stop(self.message(403, "Refused", text))
+
+    def check_token(self, given: str) -> None:
+        """Refuse a missing or wrong token (compared in constant time)."""
+        assert self.token is not None  # check_action ran first
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            text = "The token is missing or wrong; nothing was changed."
+            raise _Stop(self.message(403, "Refused", text))
+
+    async def open_record(self, record_id: int) -> Any:
+        """The detail of an open quarantine record, or a 404 page."""
+        detail = await self.read(quarantine_show, self.engine, record_id, table_prefix=self.prefix)
+        if detail is None or detail.record.status != "open":
+            raise _Stop(self.no_open_record(record_id))
+        return detail
+
+    def no_open_record(self, record_id: int) -> Any:
+        return self.message(404, "No open record", f"No open quarantine record has id {record_id}.")
 
     def read_only(self) -> Any:
         return self.message(
@@ -243,6 +272,14 @@ class _Site:
             await asyncio.sleep(every)
 
 
+class _Stop(Exception):  # noqa: N818 - control flow, not an error
+    """Stop handling a request and answer with ``response``."""
+
+    def __init__(self, response: Any) -> None:
+        super().__init__()
+        self.response = response
+
+
 def _problem(who: str, why: str, *, confirmed: bool) -> str | None:
     if not who or len(who) > 100:
         return "Give your name (at most 100 characters): it is recorded with the action."
@@ -261,8 +298,8 @@ def _cross_site(request: Any) -> bool:
     origin = request.headers.get("origin")
     if origin is None:
         return False
-    host = request.headers.get("host", "")
-    return origin.split("://", 1)[-1] != host
+    host = str(request.headers.get("host", ""))
+    return str(origin).split("://", 1)[-1] != host
 
 
 def _secured(app: Any) -> Any:

@@ -67,7 +67,7 @@ for command in (["serve-metrics", "--db", "sqlite://", "--port", "0"],
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            main(command)
+            code = main(command)
         except SystemExit as stop:
             code = stop.code
     assert code == 2, (command, code)
