@@ -92,5 +92,5 @@ def _serve(args: argparse.Namespace) -> int:
 def import_check() -> None:
     """Import the dashboard's packages now, so a missing one is named at start."""
     import jinja2  # noqa: F401, PLC0415
-    import multipart  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+    import python_multipart  # noqa: F401, PLC0415
     import starlette  # noqa: F401, PLC0415

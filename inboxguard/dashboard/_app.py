@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from inboxguard.dashboard._history import History, chart
-from inboxguard.dashboard._views import MAX_QUERY, age, overview, search, shown, when
+from inboxguard.dashboard._views import MAX_QUERY, age, overview, pretty, search, shown, when
 from inboxguard.errors import ConfigurationError, InboxGuardError
 from inboxguard.operations import (
     quarantine_show,
@@ -59,7 +59,7 @@ def build_app(
     """The ASGI app (see :func:`inboxguard.dashboard.dashboard_app`)."""
     try:
         import jinja2  # noqa: PLC0415
-        import multipart  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+        import python_multipart  # noqa: F401, PLC0415
         from starlette.applications import Starlette  # noqa: PLC0415
         from starlette.routing import Mount, Route  # noqa: PLC0415
         from starlette.staticfiles import StaticFiles  # noqa: PLC0415
@@ -76,7 +76,7 @@ def build_app(
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(age=age, when=when, shown=shown)
+    env.filters.update(age=age, when=when, shown=shown, pretty=pretty)
     site = _Site(engine, env, token, table_prefix, horizon, History())
     routes = [
         Route("/", site.front),
@@ -125,9 +125,8 @@ class _Site:
     def page(self, name: str, status: int = 200, **values: Any) -> Any:
         from starlette.responses import HTMLResponse  # noqa: PLC0415
 
-        html = self.env.get_template(name).render(
-            writable=self.token is not None, prefix=self.prefix, query="", **values
-        )
+        shared = {"writable": self.token is not None, "prefix": self.prefix, "query": ""}
+        html = self.env.get_template(name).render({**shared, **values})
         return HTMLResponse(html, status_code=status)
 
     def message(self, status: int, title: str, text: str) -> Any:

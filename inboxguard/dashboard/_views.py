@@ -10,6 +10,7 @@ confirmed, or complete while a notification is still unknown.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,13 @@ def when(value: dt.datetime | None) -> str:
     if value is None:
         return "—"
     return value.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def pretty(value: Any) -> str:
+    """A stored JSON value, indented, as plain text (the template escapes it)."""
+    if value is None:
+        return "—"
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
 
 
 def shown(value: Any, limit: int = 2000) -> str:

@@ -41,7 +41,9 @@ sys.meta_path.insert(0, Block())
 
 
 def test_m7_without_the_extras_nothing_is_imported_and_everything_runs() -> None:
-    code = BLOCKED + """
+    code = (
+        BLOCKED
+        + """
 import datetime as dt, io, contextlib, tempfile
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
@@ -75,6 +77,7 @@ for command in (["serve-metrics", "--db", "sqlite://", "--port", "0"],
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in OPTIONAL)
 print("loaded:", loaded)
 """.replace("OPTIONAL", repr(OPTIONAL))
+    )
     done = _python(code)
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stdout
