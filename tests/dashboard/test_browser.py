@@ -47,7 +47,7 @@ def _wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: flo
         if process.poll() is not None:
             pytest.fail(f"the dashboard exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - a local URL
+            with urllib.request.urlopen(url, timeout=1):
                 return
         except OSError:
             time.sleep(0.1)
@@ -61,7 +61,7 @@ def site(filled: tuple[str, str, Filled]) -> Iterator[str]:
     env = {**os.environ, "INBOXGUARD_DASHBOARD_TOKEN": TOKEN, "INBOXGUARD_DB_URL": url}
     command = [sys.executable, "-m", "inboxguard", "dashboard", "--port", str(port)]
     command += ["--prefix", prefix, "--sample-every", "1s"]
-    process = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE)  # noqa: S603
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_serving(base + "/", process)
