@@ -19,7 +19,13 @@ The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractContextManager, asynccontextmanager, closing, contextmanager
+from contextlib import (
+    AbstractContextManager,
+    asynccontextmanager,
+    closing,
+    contextmanager,
+    nullcontext,
+)
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Connection
@@ -87,6 +93,8 @@ def _unexpected(request: Request | None) -> NoReturn:
 
 def _handler_span(telemetry: Telemetry, entry: InboxEntry) -> AbstractContextManager[None]:
     """The span around the caller's block (the handler, or the skip of a duplicate)."""
+    if not telemetry.enabled:
+        return nullcontext()
     outcome = "duplicate" if entry.duplicate else "fresh"
     return telemetry.span(
         "inboxguard.handler", entry.consumer, entry.command_id, **{OUTCOME: outcome}
