@@ -11,7 +11,7 @@ from inboxguard._core.context import current_entry, current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
-from inboxguard.dashboard import dashboard_app
+from inboxguard.dashboard import dashboard_app, observe_database
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
@@ -144,6 +144,7 @@ __all__ = [
     "explain",
     "is_retryable",
     "known_contract",
+    "observe_database",
     "quarantine_list",
     "quarantine_show",
     "release_quarantine",

@@ -1,8 +1,10 @@
-"""The operator screen: a small server-rendered ASGI app over the read model.
+"""Operator views over the read model: the screen and the database gauges.
 
-``inboxguard dashboard --db URL --port N`` serves it; :func:`dashboard_app`
-builds the same app for an ASGI server of your own. Starlette and Jinja2
-(the ``dashboard`` extra) are imported only when an app is built.
+``inboxguard dashboard --db URL --port N`` serves the screen;
+:func:`dashboard_app` builds the same app for an ASGI server of your own.
+Starlette and Jinja2 (the ``dashboard`` extra) are imported only when an app
+is built. :func:`observe_database` reports the tables' figures as
+OpenTelemetry gauges (the ``otel`` extra, imported only when called).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-__all__ = ["dashboard_app"]
+from inboxguard.dashboard._gauges import observe_database
+
+__all__ = ["dashboard_app", "observe_database"]
 
 
 def dashboard_app(

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from inboxguard.dashboard._history import History, chart
+from inboxguard.dashboard._security import Stop, cross_site, problem_with, secured
 from inboxguard.dashboard._views import MAX_QUERY, age, overview, pretty, search, shown, when
 from inboxguard.errors import ConfigurationError, InboxGuardError
 from inboxguard.operations import (
@@ -35,16 +36,6 @@ logger = logging.getLogger("inboxguard.dashboard")
 
 _EXTRA = "the dashboard needs the 'dashboard' extra: pip install 'inboxguard[dashboard]'"
 _ACTIONS = {"release": release_quarantine, "resolve": resolve_quarantine}
-_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
-        " frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-}
 _MIN_TOKEN = 8
 
 
@@ -98,7 +89,7 @@ def build_app(
                 await sampler
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={500: site.crashed})
-    return _secured(app)
+    return secured(app)
 
 
 class _Site:
@@ -186,7 +177,7 @@ class _Site:
         try:
             self.check_action(action)
             detail = await self.open_record(record_id)
-        except _Stop as stop:
+        except Stop as stop:
             return stop.response
         return self.page("confirm.html", detail=detail, action=action, problem=None)
 
@@ -198,7 +189,7 @@ class _Site:
             form = await request.form()
             self.check_token(str(form.get("token", "")))
             who, why = str(form.get("who", "")).strip(), str(form.get("why", "")).strip()
-            problem = _problem(who, why, confirmed=form.get("confirm") == "yes")
+            problem = problem_with(who, why, confirmed=form.get("confirm") == "yes")
             if problem is not None:
                 detail = await self.open_record(record_id)
                 return self.page("confirm.html", 400, detail=detail, action=action, problem=problem)
@@ -211,8 +202,8 @@ class _Site:
                 table_prefix=self.prefix,
             )
             if done is None:
-                raise _Stop(self.no_open_record(record_id))
-        except _Stop as stop:
+                raise Stop(self.no_open_record(record_id))
+        except Stop as stop:
             return stop.response
         logger.info("dashboard: %s of quarantine record %s by %r: %s", action, record_id, who, why)
         from starlette.responses import RedirectResponse  # noqa: PLC0415
@@ -222,31 +213,31 @@ class _Site:
     def check_action(self, action: str) -> None:
         """Refuse an unknown action, and any action of a read-only dashboard."""
         if action not in _ACTIONS:
-            raise _Stop(self.message(404, "No such page", f"There is no {action!r} action."))
+            raise Stop(self.message(404, "No such page", f"There is no {action!r} action."))
         if self.token is None:
-            raise _Stop(self.read_only())
+            raise Stop(self.read_only())
 
     def check_request(self, request: Any) -> None:
         """Refuse fields in the URL and requests from another site."""
         if request.query_params:
             text = "Write actions take their fields from the form body, never the URL."
-            raise _Stop(self.message(400, "Refused", text))
-        if _cross_site(request):
+            raise Stop(self.message(400, "Refused", text))
+        if cross_site(request):
             text = "A write action must come from this dashboard's own page."
-            raise _Stop(self.message(403, "Refused", text))
+            raise Stop(self.message(403, "Refused", text))
 
     def check_token(self, given: str) -> None:
         """Refuse a missing or wrong token (compared in constant time)."""
         assert self.token is not None  # check_action ran first
         if not hmac.compare_digest(given.encode(), self.token.encode()):
             text = "The token is missing or wrong; nothing was changed."
-            raise _Stop(self.message(403, "Refused", text))
+            raise Stop(self.message(403, "Refused", text))
 
     async def open_record(self, record_id: int) -> Any:
         """The detail of an open quarantine record, or a 404 page."""
         detail = await self.read(quarantine_show, self.engine, record_id, table_prefix=self.prefix)
         if detail is None or detail.record.status != "open":
-            raise _Stop(self.no_open_record(record_id))
+            raise Stop(self.no_open_record(record_id))
         return detail
 
     def no_open_record(self, record_id: int) -> Any:
@@ -269,53 +260,3 @@ class _Site:
             except Exception:
                 logger.warning("dashboard: sampling the outbox failed", exc_info=True)
             await asyncio.sleep(every)
-
-
-class _Stop(Exception):  # noqa: N818 - control flow, not an error
-    """Stop handling a request and answer with ``response``."""
-
-    def __init__(self, response: Any) -> None:
-        super().__init__()
-        self.response = response
-
-
-def _problem(who: str, why: str, *, confirmed: bool) -> str | None:
-    if not who or len(who) > 100:
-        return "Give your name (at most 100 characters): it is recorded with the action."
-    if not why or len(why) > 1000:
-        return "Give the reason (at most 1000 characters): it is recorded with the action."
-    if not confirmed:
-        return "Tick the confirmation box to go ahead."
-    return None
-
-
-def _cross_site(request: Any) -> bool:
-    """A browser's request from another site (Fetch metadata, else Origin)."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None:
-        return site not in ("same-origin", "none")
-    origin = request.headers.get("origin")
-    if origin is None:
-        return False
-    host = str(request.headers.get("host", ""))
-    return str(origin).split("://", 1)[-1] != host
-
-
-def _secured(app: Any) -> Any:
-    """Wrap ``app`` so every HTTP response carries the security headers."""
-
-    async def secured(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-
-        async def with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.extend((k.lower().encode(), v.encode()) for k, v in _HEADERS.items())
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await app(scope, receive, with_headers)
-
-    return secured

@@ -77,3 +77,35 @@ def test_m8_the_command_serves_them_over_http(filled: tuple[str, str, Filled]) -
     assert process.returncode == 0
     assert url.encode() not in err
     assert b"serving metrics on http://127.0.0.1:" in err
+
+
+def test_m8_the_same_figures_as_opentelemetry_gauges(filled: tuple[str, str, Filled]) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import inboxguard
+
+    url, prefix, _ = filled
+    engine = create_engine(url)
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    try:
+        inboxguard.observe_database(
+            engine, table_prefix=prefix, horizon=dt.timedelta(days=30), meter_provider=meters
+        )
+        points = {
+            (metric.name, tuple(sorted(dict(point.attributes).items()))): point.value
+            for resource in reader.get_metrics_data().resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            for point in metric.data.data_points
+        }
+    finally:
+        meters.shutdown()
+        engine.dispose()
+    assert points[("inboxguard.evidence.rows", (("inboxguard.consumer", CONSUMER),))] == 3
+    assert points[("inboxguard.quarantine.open", (("inboxguard.consumer", CONSUMER),))] == 2
+    assert points[("inboxguard.outbox.backlog", ())] == 1
+    assert points[("inboxguard.effects.count", (("inboxguard.state", "unknown"),))] == 1
+    assert points[("inboxguard.evidence.horizon", ())] == 30 * 86400
+    assert points[("inboxguard.outbox.oldest_unsent_age", ())] > 0
