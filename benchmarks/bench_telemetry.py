@@ -1,11 +1,11 @@
 """What the telemetry costs the guard: off, and on without an SDK, against the
 code before it existed.
 
-One run is one process: a SQLite file database of its own, fresh guards then
-duplicate guards of the same commands (each with a one-row write in the
-block), the timed section printed in seconds. SQLite keeps the database's
-share of each guard small, so any per-guard cost of the telemetry shows
-more than it would on a server database. The variants:
+One run is one process: an in-memory SQLite database of its own, fresh
+guards then duplicate guards of the same commands (each with a one-row write
+in the block), the timed section printed in seconds. In memory, with no disk
+and no network, a guard is nearly all Python, so any per-guard cost of the
+telemetry shows far more than it would on a server database. The variants:
 
 * ``base``: the checkout given with ``--baseline`` (no telemetry code);
 * ``off``: this checkout, ``Inbox(..., telemetry=False)``;
@@ -13,10 +13,12 @@ more than it would on a server database. The variants:
   no SDK configured (the default of an application that never set one up).
 
 Each round runs the three in a rotated order; the report is the median of
-the per-round ratios ``off/base`` and ``on/base`` with their range:
+the per-round ratios ``off/base`` and ``on/base`` with their range. Then
+``--calls`` times the telemetry calls one guard makes, alone (claim probe,
+verdict, handler span), off and on without an SDK:
 
     git worktree add /tmp/before main
-    python benchmarks/bench_telemetry.py --baseline /tmp/before --rounds 7
+    python benchmarks/bench_telemetry.py --baseline /tmp/before --rounds 9
 
 Environment: ``TELEMETRY_MESSAGES`` (default 2000).
 """
@@ -29,8 +31,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+import timeit
+import warnings
 from pathlib import Path
 
 MESSAGES = int(os.environ.get("TELEMETRY_MESSAGES", "2000"))
@@ -44,8 +47,9 @@ def run_once(variant: str) -> float:
     import inboxguard
 
     options = {} if variant == "base" else {"telemetry": variant == "on"}
-    with tempfile.TemporaryDirectory() as tmp:
-        engine = create_engine(f"sqlite:///{tmp}/bench.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the in-memory pool's quarantine warning
+        engine = create_engine("sqlite://")
         inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=1), **options)
         inbox.create_schema()
         meta = MetaData()
@@ -67,6 +71,27 @@ def run_once(variant: str) -> float:
     return elapsed
 
 
+def calls(repeat: int = 200_000) -> dict[str, float]:
+    """Microseconds of the telemetry calls of one guard, off and on (no SDK)."""
+    from inboxguard._telemetry import OUTCOME, telemetry_for
+
+    out = {}
+    for name, enabled in (("off", False), ("on", True)):
+        tel = telemetry_for(enabled)
+
+        def one_guard(tel: object = tel) -> None:
+            probe = tel.claim("bench", "o1")  # type: ignore[attr-defined]
+            probe.decided("fresh")
+            if tel.enabled:  # type: ignore[attr-defined]
+                with tel.span("inboxguard.handler", "bench", "o1", **{OUTCOME: "fresh"}):  # type: ignore[attr-defined]
+                    pass
+
+        one_guard()
+        best = min(timeit.repeat(one_guard, number=repeat, repeat=5))
+        out[name] = best / repeat * 1e6
+    return out
+
+
 def _spawn(variant: str, baseline: Path) -> float:
     root = baseline if variant == "base" else HERE
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -86,9 +111,14 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="checkout without the telemetry")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--run", choices=["base", "off", "on"], help=argparse.SUPPRESS)
+    parser.add_argument("--calls", action="store_true", help="only time the telemetry calls")
     args = parser.parse_args()
     if args.run:
         print(f"{run_once(args.run):.4f}")
+        return
+    if args.calls:
+        for name, micros in calls().items():
+            print(f"telemetry calls per guard, {name}: {micros:.2f} us")
         return
     if args.baseline is None:
         parser.error("give --baseline DIR (a checkout of the code before the telemetry)")
@@ -107,6 +137,8 @@ def main() -> None:
             f" (range {min(values):.3f}-{max(values):.3f}, {len(values)} rounds,"
             f" {2 * MESSAGES} guards each)"
         )
+    for name, micros in calls().items():
+        print(f"telemetry calls per guard, {name}: {micros:.2f} us")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,9 @@ class ClaimProbe:
         if span is None:
             return
         try:
+            if not span.is_recording():
+                span.end()
+                return
             if outcome is not None:
                 span.set_attribute(OUTCOME, outcome)
             if error is not None and isinstance(error, Exception):
@@ -197,6 +200,8 @@ def _open(ins: Instruments, name: str, attributes: dict[str, Any]) -> tuple[Any,
         _failed(f"starting the span {name}")
         return None, None
     try:
+        if not span.get_span_context().is_valid:  # a no-op tracer: nothing to propagate
+            return span, None
         token = ins.context.attach(ins.trace.set_span_in_context(span))
     except Exception:
         _failed(f"making the span {name} current")
@@ -210,7 +215,7 @@ def _close(ins: Instruments, span: Any, token: Any, error: BaseException | None)
     try:
         if token is not None:
             ins.context.detach(token)
-        if isinstance(error, Exception):
+        if isinstance(error, Exception) and span.is_recording():
             span.record_exception(error)
             span.set_status(ins.trace.Status(ins.trace.StatusCode.ERROR))
         span.end()
