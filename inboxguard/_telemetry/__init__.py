@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from inboxguard._telemetry._otel import Instruments, instruments
@@ -82,7 +82,8 @@ class ClaimProbe:
         self._start = time.perf_counter()
         self._span: Any = None
         try:
-            self._span = ins.tracer.start_span("inboxguard.claim", attributes=self._attrs)
+            if _tracing(ins):
+                self._span = ins.tracer.start_span("inboxguard.claim", attributes=self._attrs)
         except Exception:
             _failed("starting the claim span")
 
@@ -176,21 +177,36 @@ class Telemetry:
         except Exception:
             _failed(f"recording {instrument}")
 
-    @contextmanager
-    def span(self, name: str, consumer: str, command_id: str, **attributes: Any) -> Iterator[None]:
+    def span(
+        self, name: str, consumer: str, command_id: str, **attributes: Any
+    ) -> AbstractContextManager[None]:
         """Run the block inside the span ``name`` (the current span while it
-        runs); the block's own exceptions pass through untouched."""
+        runs); the block's own exceptions pass through untouched. Without a
+        tracer provider installed, a context manager that does nothing."""
         ins = self._instruments()
-        if ins is None:
-            yield
-            return
-        span, token = _open(ins, name, {CONSUMER: consumer, COMMAND_ID: command_id, **attributes})
-        try:
-            yield
-        except BaseException as error:
-            _close(ins, span, token, error)
-            raise
-        _close(ins, span, token, None)
+        if ins is None or not _tracing(ins):
+            return nullcontext()
+        return _spanning(ins, name, {CONSUMER: consumer, COMMAND_ID: command_id, **attributes})
+
+
+def _tracing(ins: Instruments) -> bool:
+    """Whether spans would reach an installed tracer provider."""
+    try:
+        return bool(ins.tracing())
+    except Exception:
+        _failed("checking for a tracer provider")
+        return False
+
+
+@contextmanager
+def _spanning(ins: Instruments, name: str, attributes: dict[str, Any]) -> Iterator[None]:
+    span, token = _open(ins, name, attributes)
+    try:
+        yield
+    except BaseException as error:
+        _close(ins, span, token, error)
+        raise
+    _close(ins, span, token, None)
 
 
 def _open(ins: Instruments, name: str, attributes: dict[str, Any]) -> tuple[Any, Any]:

@@ -9,8 +9,11 @@ reporting as soon as it does, without being made again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,8 @@ logger = logging.getLogger("inboxguard.telemetry")
 
 #: The instrumentation scope every instrument and span is reported under.
 SCOPE = "inboxguard"
+#: Where ``opentelemetry.trace`` keeps the provider the application installed.
+_GLOBAL = "_TRACER_PROVIDER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,8 @@ class Instruments:
     outbox_dead: Any
     outbox_lag: Any
     reconciliations: Any
+    #: False while spans would go nowhere (no SDK installed): skip making them.
+    tracing: Callable[[], bool] = lambda: True
 
 
 _lock = threading.Lock()
@@ -69,10 +76,25 @@ def _make() -> Instruments | None:
     except ImportError:
         return None
     try:
-        return build(metrics.get_meter(SCOPE), trace.get_tracer(SCOPE), trace, context)
+        made = build(metrics.get_meter(SCOPE), trace.get_tracer(SCOPE), trace, context)
     except Exception:
         logger.warning("inboxguard telemetry is off: making its instruments failed", exc_info=True)
         return None
+    return dataclasses.replace(made, tracing=_tracing_check(trace))
+
+
+def _tracing_check(trace: Any) -> Callable[[], bool]:
+    """Whether the application installed a tracer provider (spans go nowhere
+    before it does), in a fraction of what ``get_tracer_provider()`` costs.
+
+    The API keeps the installed provider in a module global that stays None
+    until ``set_tracer_provider``; a provider named by the environment is
+    resolved by the API itself, so spans are then always made. Should the
+    global ever move, spans are always made too: correct, a little slower.
+    """
+    if os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or not hasattr(trace, _GLOBAL):
+        return lambda: True
+    return lambda: getattr(trace, _GLOBAL) is not None
 
 
 def build(meter: Any, tracer: Any, trace: Any, context: Any) -> Instruments:
