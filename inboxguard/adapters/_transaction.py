@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
 from inboxguard import Inbox
-from inboxguard._telemetry import telemetry_for
+from inboxguard._core.context import entry_var
+from inboxguard._telemetry import OUTCOME, telemetry_for
 
 __all__ = ["transaction", "transaction_async"]
 
@@ -34,7 +35,7 @@ def transaction(session: Any, inbox: Inbox, consumer: str, command_id: str) -> I
         if not begun.__exit__(*sys.exc_info()):
             raise
         return
-    with telemetry_for(inbox.telemetry).span("inboxguard.commit", consumer, command_id):
+    with _commit_span(inbox, consumer, command_id):
         begun.__exit__(None, None, None)
 
 
@@ -51,5 +52,17 @@ async def transaction_async(
         if not await begun.__aexit__(*sys.exc_info()):
             raise
         return
-    with telemetry_for(inbox.telemetry).span("inboxguard.commit", consumer, command_id):
+    with _commit_span(inbox, consumer, command_id):
         await begun.__aexit__(None, None, None)
+
+
+def _commit_span(inbox: Inbox, consumer: str, command_id: str) -> AbstractContextManager[None]:
+    """The commit's span, with the outcome of the guard that ran in this
+    transaction (``fresh`` or ``duplicate``)."""
+    telemetry = telemetry_for(inbox.telemetry)
+    if not telemetry.enabled:
+        return nullcontext()
+    entry = entry_var.get(None)
+    same = entry is not None and (entry.consumer, entry.command_id) == (consumer, command_id)
+    outcome = {OUTCOME: "duplicate" if entry.duplicate else "fresh"} if same else {}
+    return telemetry.span("inboxguard.commit", consumer, command_id, **outcome)
