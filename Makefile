@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench docs services clean
+.PHONY: demo test lint format bench docs services clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,13 +25,17 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The site, into site/; --strict turns a broken link or anchor into a failure
 # (the suite runs the same build: tests/docs/test_site.py).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The dashboard's browser tests drive Debian's chromium (never a downloaded one).
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

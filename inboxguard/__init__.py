@@ -7,11 +7,12 @@ does. See ``docs/guarantees.md`` for exactly what holds, and where.
 
 from __future__ import annotations
 
-from inboxguard._core.context import current_session
+from inboxguard._core.context import current_entry, current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.guarantee import Guarantee, GuaranteeFact
 from inboxguard._core.identity import command_id_for
 from inboxguard._core.retention import RetentionPolicy, WindowRow
+from inboxguard.dashboard import dashboard_app, observe_database
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
@@ -153,7 +154,9 @@ __all__ = [
     "WindowRow",
     "command_id_for",
     "contradictions_of",
+    "current_entry",
     "current_session",
+    "dashboard_app",
     "digest_of",
     "explain",
     "guarantees_markdown",
@@ -162,6 +165,7 @@ __all__ = [
     "known_contract",
     "lock_changes",
     "lock_text",
+    "observe_database",
     "quarantine_list",
     "quarantine_show",
     "read_lock",

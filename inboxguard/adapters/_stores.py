@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TypeGuard
 
 from inboxguard import Inbox, RedisInbox
+from inboxguard.adapters._transaction import transaction as traced_begin
 
 __all__ = ["INBOX_KINDS", "AnyInbox", "is_inbox", "transaction"]
 
@@ -30,16 +31,20 @@ def is_inbox(inbox: object) -> TypeGuard[AnyInbox]:
 
 
 @contextmanager
-def transaction(inbox: AnyInbox, factory: Callable[[], Any]) -> Iterator[Any]:
-    """One delivery's local transaction: a Session in ``session.begin()`` (closed
-    afterwards), or, for a RedisInbox, a pipeline of ``factory()``'s client."""
+def transaction(
+    inbox: AnyInbox, factory: Callable[[], Any], consumer: str, command_id: str
+) -> Iterator[Any]:
+    """One delivery's local transaction: a session of ``factory()`` in
+    ``session.begin()`` whose commit is traced (closed afterwards), or, for a
+    RedisInbox, a pipeline of ``factory()``'s client (the guard sends its
+    ``EXEC``)."""
     if isinstance(inbox, RedisInbox):
         with factory().pipeline() as pipe:
             yield pipe
         return
     session = factory()  # not a context manager: a DjangoSession has begin() and close() only
     try:
-        with session.begin():
+        with traced_begin(session, inbox, consumer, command_id):
             yield session
     finally:
         session.close()

@@ -29,6 +29,8 @@ _MODULES: tuple[str, ...] = (
     "outbox",
     "effects",
     "guarantees",
+    "serve_metrics",
+    "dashboard",
     "demo",
 )
 #: Exit status after the reader of stdout went away: 128 + SIGPIPE.

@@ -34,7 +34,8 @@ from sqlalchemy import Executable
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from inboxguard._core.context import session_var
+from inboxguard._core.context import entry_var, session_var
+from inboxguard._telemetry import Telemetry
 from inboxguard.django._atomic import atomic_connection, block_kept, block_mark
 from inboxguard.django._statements import StatementRunner, dbapi_error, sa_dialect_of
 from inboxguard.inbox import InboxEntry
@@ -47,6 +48,7 @@ from inboxguard.inbox.drivers import (
     HandOver,
     Request,
     WriteQuarantine,
+    handler_span,
     log_not_written,
     quarantine_sync,
 )
@@ -135,7 +137,12 @@ def _execute(
 
 @contextmanager
 def drive_django(
-    flow: GuardFlow, alias: str, engine: Engine, session: Any, what: str
+    flow: GuardFlow,
+    alias: str,
+    engine: Engine,
+    session: Any,
+    what: str,
+    flow_telemetry: Telemetry,
 ) -> Iterator[InboxEntry]:
     """Run a guard flow on the connection of the current ``atomic()`` block of
     ``alias``; quarantine records go through ``engine``. ``session`` is what
@@ -151,8 +158,10 @@ def drive_django(
                 case HandOver(entry):
                     mark = block_mark(connection)
                     token = session_var.set(session)
+                    entry_var.set(entry)  # kept after the block: see current_entry()
                     try:
-                        yield entry
+                        with handler_span(flow_telemetry, entry):
+                            yield entry
                     except Exception as error:
                         _resume(flow, BlockExit(block_kept(mark), error))
                         raise

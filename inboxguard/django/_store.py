@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard import Inbox, InboxEntry, Outbox, RetentionPolicy
 from inboxguard._core.clock import Clock
+from inboxguard._telemetry import telemetry_for
 from inboxguard.django._atomic import atomic_connection
 from inboxguard.django._config import check_alias, engine_for, store_settings
 from inboxguard.django._driver import DJANGO_BOUNDARY, drive_django, runner_for
@@ -123,6 +124,7 @@ class DjangoInbox(Inbox):
         lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
         clock: Clock | None = None,
         engine: Engine | None = None,
+        telemetry: bool = True,
     ) -> None:
         conf = store_settings(require_retention=retention is None)
         alias = check_alias(conf.database if database is None else database, "database")
@@ -134,10 +136,16 @@ class DjangoInbox(Inbox):
             table_prefix=conf.table_prefix if table_prefix is None else table_prefix,
             lock_timeout=lock_timeout,
             clock=clock,
+            telemetry=telemetry,
         )
         self.database = alias
         self._flows = GuardFlows(
-            self.tables, self.retention, self.clock, lock_timeout, boundary=DJANGO_BOUNDARY
+            self.tables,
+            self.retention,
+            self.clock,
+            lock_timeout,
+            boundary=DJANGO_BOUNDARY,
+            telemetry=telemetry_for(telemetry),
         )
 
     def __repr__(self) -> str:
@@ -177,7 +185,9 @@ class DjangoInbox(Inbox):
         alias = _alias_of(session, self.database, "inbox.guard()")
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
         shown = session if session is not None else DjangoSession(alias)
-        with drive_django(flow, alias, self.engine, shown, "inbox.guard()") as entry:
+        with drive_django(
+            flow, alias, self.engine, shown, "inbox.guard()", self._flows.telemetry
+        ) as entry:
             yield entry
 
     def guard_async(self, *args: Any, **kwargs: Any) -> NoReturn:

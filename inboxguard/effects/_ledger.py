@@ -17,6 +17,7 @@ from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.digest import digest_of, earlier_digest
 from inboxguard._core.identity import validate_identity
+from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.effects._guarded import refuse_inside_sqlite_guard
 from inboxguard.effects._recorder import Recorder
 from inboxguard.effects._records import EffectRecord, ReconcileReport
@@ -72,6 +73,8 @@ class EffectLedger:
         clock: zero-argument callable returning an aware datetime (default: UTC
             now); leases and windows are measured with it.
         actor: who is recorded in the history (default: ``host:pid``).
+        telemetry: count reconciliations by verdict with OpenTelemetry when
+            ``opentelemetry-api`` is installed; ``False`` turns it off.
 
     Raises:
         ConfigurationError: a bad argument, or an engine whose pool shares one
@@ -85,8 +88,10 @@ class EffectLedger:
         table_prefix: str = "inboxguard_",
         clock: Clock | None = None,
         actor: str | None = None,
+        telemetry: bool = True,
     ) -> None:
         check_engine(engine)
+        check_switch("telemetry", telemetry)
         check_table_prefix(table_prefix)
         check_clock(clock)
         self.tables = effect_tables(table_prefix)  # the prefix's length is named first
@@ -98,6 +103,7 @@ class EffectLedger:
         self.table_prefix = table_prefix
         self.clock: Clock = clock or utc_now
         self._actor = actor
+        self._telemetry = telemetry_for(telemetry)
         self._store = Store(engine, self.tables)
         self._rec = Recorder(self._store, lambda: checked_now(self.clock), lambda: self.actor)
 
@@ -301,7 +307,11 @@ class EffectLedger:
         """
         from inboxguard.effects._operations import reconcile  # noqa: PLC0415
 
-        return reconcile(self._rec, provider, older_than=older_than, limit=limit, lease=lease)
+        report = reconcile(self._rec, provider, older_than=older_than, limit=limit, lease=lease)
+        for verdict in ("reconciled", "pending", "needs_operator", "skipped", "failed"):
+            found = len(getattr(report, verdict))
+            self._telemetry.add("reconciliations", found, {"inboxguard.verdict": verdict})
+        return report
 
     def compensate(
         self,

@@ -19,7 +19,13 @@ The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, closing, contextmanager
+from contextlib import (
+    AbstractContextManager,
+    asynccontextmanager,
+    closing,
+    contextmanager,
+    nullcontext,
+)
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Connection
@@ -27,7 +33,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from inboxguard._core.context import session_var
+from inboxguard._core.context import entry_var, session_var
+from inboxguard._telemetry import OUTCOME, Telemetry
 from inboxguard.inbox._flow import (
     BlockExit,
     Connect,
@@ -52,7 +59,7 @@ if TYPE_CHECKING:
 
     from inboxguard.inbox._records import InboxEntry
 
-__all__ = ["drive_async", "drive_sync", "quarantine_async", "quarantine_sync"]
+__all__ = ["drive_async", "drive_sync", "handler_span", "quarantine_async", "quarantine_sync"]
 
 _ROW = "the inbox row could commit without the handler's changes"
 _SYNC_ONLY = (
@@ -84,15 +91,26 @@ def _unexpected(request: Request | None) -> NoReturn:
     raise RuntimeError(msg)
 
 
+def handler_span(telemetry: Telemetry, entry: InboxEntry) -> AbstractContextManager[None]:
+    """The span around the caller's block (the handler, or the skip of a duplicate)."""
+    if not telemetry.enabled:
+        return nullcontext()
+    outcome = "duplicate" if entry.duplicate else "fresh"
+    return telemetry.span(
+        "inboxguard.handler", entry.consumer, entry.command_id, **{OUTCOME: outcome}
+    )
+
+
 # -- sync ------------------------------------------------------------------------------
 
 
 @contextmanager
 def drive_sync(
-    flow: GuardFlow, session: Session | Connection, engine: Engine
+    flow: GuardFlow, session: Session | Connection, engine: Engine, telemetry: Telemetry
 ) -> Iterator[InboxEntry]:
     """Run a guard flow on the caller's ``Session`` or ``Connection``; quarantine
-    records go through ``engine``."""
+    records go through ``engine``; the caller's block runs in the
+    ``inboxguard.handler`` span."""
     with closing(flow):
         _expect_connect(_resume(flow))
         conn = connection_of(session, wrong_type=_SYNC_ONLY, row=_ROW)
@@ -102,8 +120,10 @@ def drive_sync(
                 case HandOver(entry):
                     mark = transaction_mark(conn)
                     token = session_var.set(session)
+                    entry_var.set(entry)  # kept after the block: see current_entry()
                     try:
-                        yield entry
+                        with handler_span(telemetry, entry):
+                            yield entry
                     except Exception as error:
                         _resume(flow, BlockExit(transaction_kept(mark), error))
                         raise
@@ -147,7 +167,7 @@ def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
 
 @asynccontextmanager
 async def drive_async(
-    flow: GuardFlow, session: AsyncSession | AsyncConnection
+    flow: GuardFlow, session: AsyncSession | AsyncConnection, telemetry: Telemetry
 ) -> AsyncIterator[InboxEntry]:
     """Run a guard flow on the caller's ``AsyncSession`` or ``AsyncConnection``;
     quarantine records go through the session's own ``AsyncEngine``."""
@@ -160,8 +180,10 @@ async def drive_async(
                 case HandOver(entry):
                     mark = transaction_mark(conn.sync_connection)  # type: ignore[arg-type]
                     token = session_var.set(session)
+                    entry_var.set(entry)  # kept after the block: see current_entry()
                     try:
-                        yield entry
+                        with handler_span(telemetry, entry):
+                            yield entry
                     except Exception as error:
                         _resume(flow, BlockExit(transaction_kept(mark), error))
                         raise

@@ -42,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from inboxguard._core import faults
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
+from inboxguard._telemetry import Telemetry, telemetry_for
 from inboxguard.errors import ConfigurationError, PayloadMismatchError
 from inboxguard.inbox._decide import (
     Delivery,
@@ -134,9 +135,11 @@ class GuardFlows:
         lock_timeout: dt.timedelta | None,
         *,
         boundary: BoundaryAdvice | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._tables = tables
         self._boundary = boundary or SQLALCHEMY_BOUNDARY
+        self.telemetry = telemetry or telemetry_for(False)
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
@@ -154,17 +157,24 @@ class GuardFlows:
         """The guard of one delivery, from validation to the stored result."""
         delivery = self._prepare(consumer, command_id, payload, exclude, details)
         stale = stale_error(delivery, sent_at, self._retention) if sent_at is not None else None
-        dialect = self.dialect((yield Connect()))
-        if stale is not None:
-            yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
-            raise stale
-        claim = yield from _claim(dialect, delivery)
-        found = verdict(delivery, claim)
-        if isinstance(found, PayloadMismatchError):
-            yield self._refusal(
-                delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
-            )
-            raise found
+        # The one place a claim's outcome is decided, for every adapter and driver.
+        probe = self.telemetry.claim(delivery.consumer, delivery.command_id)
+        try:
+            dialect = self.dialect((yield Connect()))
+            if stale is not None:
+                yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
+                raise stale
+            claim = yield from _claim(dialect, delivery)
+            found = verdict(delivery, claim)
+            if isinstance(found, PayloadMismatchError):
+                yield self._refusal(
+                    delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
+                )
+                raise found
+        except BaseException as error:
+            probe.failed(error)
+            raise
+        probe.decided("duplicate" if found.duplicate else "fresh")
         if faults.hook is not None and not found.duplicate:
             faults.reach(faults.FaultPoint.HANDLER_RUNS, delivery.command_id)
         end: BlockExit = yield HandOver(found)

@@ -22,6 +22,7 @@ from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
+from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
@@ -62,6 +63,9 @@ class Inbox:
             as long as the database does.
         clock: zero-argument callable returning an aware datetime (default:
             UTC now); tests move time with it.
+        telemetry: record OpenTelemetry metrics and spans (claims by outcome,
+            claim, handler and commit spans) when ``opentelemetry-api`` is
+            installed; ``False`` turns them off for this inbox.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
@@ -75,8 +79,10 @@ class Inbox:
         table_prefix: str = "inboxguard_",
         lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
         clock: Clock | None = None,
+        telemetry: bool = True,
     ) -> None:
         check_settings(engine, table_prefix, lock_timeout, clock)
+        check_switch("telemetry", telemetry)
         warn_about_pool(engine)
         self.engine = engine
         self.retention = RetentionPolicy.coerce(retention)
@@ -84,7 +90,14 @@ class Inbox:
         self.lock_timeout = lock_timeout
         self.clock: Clock = clock or utc_now
         self.tables = inbox_tables(table_prefix)
-        self._flows = GuardFlows(self.tables, self.retention, self.clock, lock_timeout)
+        self.telemetry = telemetry
+        self._flows = GuardFlows(
+            self.tables,
+            self.retention,
+            self.clock,
+            lock_timeout,
+            telemetry=telemetry_for(telemetry),
+        )
         self._quarantine = QuarantineStore(engine, self.tables)
         self._upkeep = Maintenance(engine, self.tables, self.retention, self.clock)
 
@@ -186,7 +199,7 @@ class Inbox:
                 ``lock_timeout``, or the database reported a conflict.
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
-        with drive_sync(flow, session, self.engine) as entry:
+        with drive_sync(flow, session, self.engine, self._flows.telemetry) as entry:
             yield entry
 
     def guard_async(
@@ -210,7 +223,7 @@ class Inbox:
         the block.
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
-        return drive_async(flow, session)
+        return drive_async(flow, session, self._flows.telemetry)
 
     def handler(
         self,
@@ -415,13 +428,19 @@ class Inbox:
         Raises:
             ConfigurationError: a bad ``now``, ``batch_size`` or ``max_batches``.
         """
-        return self._upkeep.purge(
+        report = self._upkeep.purge(
             now=now,
             batch_size=batch_size,
             max_batches=max_batches,
             progress=progress,
             resolved_before=resolved_before,
         )
+        if report.acquired:
+            tel = self._flows.telemetry
+            tel.add("purge_rows", report.deleted, {"inboxguard.table": "inbox"})
+            tel.add("purge_rows", report.quarantine_deleted, {"inboxguard.table": "quarantine"})
+            tel.record("purge_duration", report.seconds, {})
+        return report
 
     def purge_plan(
         self, *, now: dt.datetime | None = None, resolved_before: ResolvedCutoff = "horizon"

@@ -11,7 +11,7 @@ never re-implements a decision.
 
 from __future__ import annotations
 
-from inboxguard.inbox._drive import quarantine_sync
+from inboxguard.inbox._drive import handler_span, quarantine_sync
 from inboxguard.inbox._flow import (
     SQLALCHEMY_BOUNDARY,
     BlockExit,
@@ -37,6 +37,7 @@ __all__ = [
     "HandOver",
     "Request",
     "WriteQuarantine",
+    "handler_span",
     "log_not_written",
     "log_write_failure",
     "quarantine_sync",

@@ -66,6 +66,7 @@ from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
+from inboxguard.adapters._transaction import transaction_async
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -212,7 +213,7 @@ class _Runner:
     ) -> None:
         async with (
             self.session_factory() as session,
-            session.begin(),
+            transaction_async(session, self.inbox, self.consumer, cid),
             self.inbox.guard_async(
                 session,
                 consumer=self.consumer,

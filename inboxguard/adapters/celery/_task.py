@@ -158,7 +158,7 @@ class InboxTask(Task):  # type: ignore[misc]
         command_id: str | None = None
         try:
             command_id = self._command_id(args, kwargs)
-            with transaction(inbox, factory) as session:
+            with transaction(inbox, factory, self._consumer(), command_id) as session:
                 result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
         except Exception as exc:
             # A plain function call (no worker, no apply()) gets the errors themselves.

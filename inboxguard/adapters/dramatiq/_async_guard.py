@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from inboxguard import Inbox
 from inboxguard.adapters._evidence import Refused, record_refusal_async
 from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.dramatiq._guard import GuardCore
 
 __all__ = ["AsyncGuard", "AsyncSessionFactory", "async_guarded"]
@@ -60,7 +61,7 @@ class AsyncGuard(GuardCore):
         given = self.inputs(message, args, kwargs)
         async with (
             self.session_factory() as session,
-            session.begin(),
+            transaction_async(session, self.inbox, self.consumer, given.command_id),
             self.inbox.guard_async(
                 session,
                 consumer=self.consumer,

@@ -290,7 +290,9 @@ class GuardedFn(GuardCore):
     ) -> Any:
         given = self.inputs(message, args, kwargs)
         with (
-            transaction(self.inbox, self.session_factory) as session,
+            transaction(
+                self.inbox, self.session_factory, self.consumer, given.command_id
+            ) as session,
             self.inbox.guard(
                 session,
                 consumer=self.consumer,

@@ -231,7 +231,7 @@ class _Runner:
         details: Mapping[str, Any],
     ) -> None:
         with (
-            transaction(self.inbox, self.session_factory) as session,
+            transaction(self.inbox, self.session_factory, self.consumer, cid) as session,
             self.inbox.guard(
                 session,
                 consumer=self.consumer,

@@ -1,0 +1,53 @@
+"""Operator views over the read model: the screen and the database gauges.
+
+``inboxguard dashboard --db URL --port N`` serves the screen;
+:func:`dashboard_app` builds the same app for an ASGI server of your own.
+Starlette and Jinja2 (the ``dashboard`` extra) are imported only when an app
+is built. :func:`observe_database` reports the tables' figures as
+OpenTelemetry gauges (the ``otel`` extra, imported only when called).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from inboxguard.dashboard._gauges import observe_database
+
+__all__ = ["dashboard_app", "observe_database"]
+
+
+def dashboard_app(
+    engine: Engine,
+    *,
+    token: str | None = None,
+    table_prefix: str = "inboxguard_",
+    sample_every: dt.timedelta = dt.timedelta(seconds=15),
+    horizon: dt.timedelta | None = None,
+) -> Any:
+    """Build the operator screen for the inboxguard tables of ``engine``.
+
+    Read-only unless ``token`` is given; then releasing or resolving a
+    quarantine record takes that token (in the POSTed form, never the query
+    string), a confirmation, and the operator's name and reason, which are
+    recorded with the action. Every page reads without JavaScript, escapes
+    whatever the database holds, and never shows the database URL. The
+    outbox chart is sampled every ``sample_every`` while the app runs;
+    ``horizon`` (the inbox's retention horizon) is shown beside the oldest
+    evidence.
+
+    Raises:
+        ConfigurationError: a bad argument, or the ``dashboard`` extra
+            (starlette, jinja2, python-multipart) is not installed.
+    """
+    from inboxguard.dashboard._app import build_app  # noqa: PLC0415
+
+    return build_app(
+        engine,
+        token=token,
+        table_prefix=table_prefix,
+        sample_every=sample_every,
+        horizon=horizon,
+    )
