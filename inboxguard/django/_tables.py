@@ -39,6 +39,7 @@ def store_tables(prefix: str) -> list[Table]:
         inbox.quarantine,
         inbox.watermark,
         inbox.quarantine_replays,
+        inbox.quarantine_actions,
         outbox_tables(prefix).outbox,
     ]
 

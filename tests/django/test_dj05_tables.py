@@ -92,7 +92,14 @@ def test_dj5_migrate_creates_the_tables_on_the_configured_database_only(pg_url: 
     conf = {"RETENTION": dt.timedelta(days=1), "TABLE_PREFIX": PREFIX, "DATABASE": alias}
     with override_settings(INBOXGUARD=conf):
         call_command("migrate", "inboxguard", database=alias, verbosity=0)
-        names = ("inbox", "quarantine", "watermark", "quarantine_replays", "outbox")
+        names = (
+            "inbox",
+            "quarantine",
+            "watermark",
+            "quarantine_replays",
+            "quarantine_actions",
+            "outbox",
+        )
         assert tables() == {f"{PREFIX}{name}" for name in names}
         Inbox(engine, retention=dt.timedelta(days=1), table_prefix=PREFIX).check_schema()
         call_command("migrate", "inboxguard", "zero", database=alias, verbosity=0)
