@@ -1,0 +1,43 @@
+"""Publish payment commands: ``python -m integrations.faststream.producer COUNT [COPIES]``.
+
+Each command is a JSON body ``{"command_id", "amount"}`` published COPIES times
+(the duplicate publishing a real producer does after a lost confirm). The
+``SentAtMiddleware`` stamps ``x-inbox-sent-at`` on each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from inboxguard.adapters.faststream import SentAtMiddleware
+from integrations.faststream.brokers import declare, make_broker, publish_options
+from integrations.payments import Config
+
+
+async def publish(
+    config: Config, bodies: Iterable[Any], headers: dict[str, Any] | None = None
+) -> int:
+    """Publish each body (declaring the destination first); return how many."""
+    await declare(config)
+    broker = make_broker(config, middlewares=[SentAtMiddleware])
+    where = publish_options(config)
+    sent = 0
+    async with broker:
+        for body in bodies:
+            await broker.publish(body, headers=dict(headers or {}), **where)
+            sent += 1
+    return sent
+
+
+def main(argv: list[str]) -> None:
+    count = int(argv[0]) if argv else 10
+    copies = int(argv[1]) if len(argv) > 1 else 1
+    bodies = [{"command_id": f"pay-{i}", "amount": i} for i in range(count) for _ in range(copies)]
+    print(asyncio.run(publish(Config(), bodies)), "published")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
