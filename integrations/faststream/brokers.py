@@ -51,15 +51,21 @@ def subscribe(broker: Any, config: Config, handler: Callable[..., Any]) -> Any:
     """Register ``handler`` on the broker's payments source; return it."""
     which = kind(config.broker_url)
     if which == "rabbit":
-        from faststream.rabbit import RabbitQueue
+        from faststream.rabbit import Channel, RabbitQueue
 
-        return broker.subscriber(RabbitQueue(config.queue, durable=True))(handler)
+        # FastStream runs a RabbitMQ subscriber's deliveries concurrently, up
+        # to the channel's prefetch (unbounded without one).
+        return broker.subscriber(
+            RabbitQueue(config.queue, durable=True), channel=Channel(prefetch_count=10)
+        )(handler)
     if which == "redis":
         from faststream.redis import StreamSub
 
         me = f"worker-{os.getpid()}"
         idle = config.visibility_timeout * 1000
-        reader = StreamSub(config.queue, group=GROUP, consumer=me)
+        # At most 10 entries read ahead: an entry waiting in the worker's hands
+        # longer than the claim idle time would be claimed (a duplicate delivery).
+        reader = StreamSub(config.queue, group=GROUP, consumer=me, max_records=10)
         claimer = StreamSub(config.queue, group=GROUP, consumer=f"{me}-c", min_idle_time=idle)
         return broker.subscriber(stream=claimer)(broker.subscriber(stream=reader)(handler))
     from faststream.nats import JStream, PullSub

@@ -114,7 +114,8 @@ class _Redis(BrokerKind):
         await copy.broker.publish(
             copy.body,
             stream=msg.raw_message["channel"],
-            headers=copy.headers,
+            # FastStream's Redis message format carries header values as text
+            headers={k: str(v) for k, v in copy.headers.items()},
             correlation_id=msg.correlation_id,
         )
 
