@@ -96,16 +96,19 @@ def test_f2_kill_9_inside_the_transaction_and_before_the_ack_loses_nothing(
     after_kill[IN_BODY] += fs_setup.deliveries.of(f"pay-{IN_BODY}")
     after_kill[BEFORE_ACK] += fs_setup.deliveries.of(f"pay-{BEFORE_ACK}")
     assert payments(fs_setup.engine, prefix) == (COMMANDS + 1, COMMANDS + 1)
-    # each killed command came back (RabbitMQ may bring one back twice: the
-    # second kill also caught deliveries committed but not yet acknowledged)
-    assert after_kill[IN_BODY] >= 1
-    assert after_kill[BEFORE_ACK] >= 1
+    # each killed command came back once; RabbitMQ may bring one back twice (it
+    # runs 10 deliveries at once: the second kill also caught some committed
+    # but not yet acknowledged, and their redelivery is a duplicate)
+    if fs_setup.broker == "rabbitmq":
+        assert min(after_kill.values()) >= 1
+    else:
+        assert after_kill == {IN_BODY: 1, BEFORE_ACK: 1}
     assert paid(fs_setup.engine, prefix, f"pay-{IN_BODY}") == [IN_BODY]
     assert paid(fs_setup.engine, prefix, f"pay-{BEFORE_ACK}") == [BEFORE_ACK]
     assert fs_setup.waiting() == 0
 
 
-def test_f3_refusals_retries_and_outbox_relay(fs_setup: FastStreamSetup) -> None:
+def test_f3_f4_f5_refusals_retry_cap_and_outbox_relay(fs_setup: FastStreamSetup) -> None:
     """One worker session: an outbox row relayed by the FastStream transport and
     sent again (a dispatcher crash) is applied once; a mismatch is quarantined
     and never delivered again; a claim held elsewhere is retried up to the cap,

@@ -43,7 +43,7 @@ def box(sqlite_url: str, prefix: str) -> Iterator[inboxguard.Inbox]:
     engine.dispose()
 
 
-def test_f5_each_handler_files_its_commands_under_its_own_consumer(
+def test_f6_each_handler_files_its_commands_under_its_own_consumer(
     box: inboxguard.Inbox,
 ) -> None:
     """Two handlers behind one broker middleware: inbox_consumer gives each its
@@ -102,7 +102,7 @@ def _settled(box: inboxguard.Inbox, n: int) -> bool:
     )
 
 
-def test_f6_refusals_are_quarantined_and_rejected_and_the_worker_goes_on(
+def test_f3_refusals_are_quarantined_and_rejected_and_the_worker_goes_on(
     box: inboxguard.Inbox,
 ) -> None:
     """No command ID, too old, a mismatch: each quarantined under its reason and

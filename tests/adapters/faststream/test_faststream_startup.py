@@ -115,19 +115,22 @@ def test_f8_a_subscriber_that_cannot_keep_the_guarantees_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("declare", "window"),
+    ("broker_cls", "declare", "window"),
     [
         (
+            RabbitBroker,
             lambda b: b.subscriber(RabbitQueue("q", arguments={"x-message-ttl": 2 * DAY_MS})),
             "queue_message_ttl",
         ),
         (
+            RedisBroker,
             lambda b: b.subscriber(
                 stream=StreamSub("s", group="g", consumer="c", min_idle_time=2 * DAY_MS)
             ),
             "redis_claim_idle",
         ),
         (
+            NatsBroker,
             lambda b: b.subscriber(
                 "s",
                 stream=JStream("s"),
@@ -138,6 +141,7 @@ def test_f8_a_subscriber_that_cannot_keep_the_guarantees_is_refused(
             "jetstream_ack_wait",
         ),
         (
+            NatsBroker,
             lambda b: b.subscriber(
                 "s", stream=JStream("s", max_age=2 * 86400), durable="d", pull_sub=PullSub()
             ),
@@ -147,14 +151,10 @@ def test_f8_a_subscriber_that_cannot_keep_the_guarantees_is_refused(
     ids=["rabbit-ttl", "redis-idle", "nats-ack-wait", "nats-max-age"],
 )
 def test_f9_a_broker_window_longer_than_the_evidence_refuses_to_start(
-    box: inboxguard.Inbox, declare: Any, window: str
+    box: inboxguard.Inbox, broker_cls: Any, declare: Any, window: str
 ) -> None:
-    kind = {"queue": RabbitBroker, "redis": RedisBroker, "nats": NatsBroker}
     guard = guard_of(box)
-    source = window.split("_")[0]
-    broker = kind.get(source, NatsBroker if source == "jetstream" else RabbitBroker)(
-        middlewares=[guard]
-    )
+    broker = broker_cls(middlewares=[guard])
     declare(broker)(noop)
     with pytest.raises(RetentionMisalignedError, match=window) as caught:
         guard.check_startup(broker)
@@ -248,3 +248,35 @@ def test_f10_bad_arguments_name_the_field(
         InboxMiddleware(box, **{**base, **options})
     with pytest.raises(ConfigurationError, match="consumer must be a declared name"):
         inbox_consumer(None)  # type: ignore[arg-type]
+
+
+def test_f5_the_transport_refuses_what_cannot_confirm() -> None:
+    from faststream.nats import NatsBroker as Nats
+
+    from inboxguard.adapters.faststream.transport import FastStreamTransport
+
+    with pytest.raises(ConfigurationError, match="stream="):
+        FastStreamTransport(Nats())
+    with pytest.raises(ConfigurationError, match="NATS JetStream only"):
+        FastStreamTransport(RabbitBroker(), stream="s")
+    with pytest.raises(ConfigurationError, match="RabbitBroker, RedisBroker or NatsBroker"):
+        FastStreamTransport(object())
+
+
+def test_f11_the_documented_example_runs() -> None:
+    """docs/examples/faststream_middleware.py runs standalone and exits 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "docs/examples/faststream_middleware.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "charged once" in done.stdout
