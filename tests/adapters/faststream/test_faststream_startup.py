@@ -280,3 +280,16 @@ def test_f11_the_documented_example_runs() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "charged once" in done.stdout
+
+
+def test_the_public_names_are_exported_and_documented() -> None:
+    import inboxguard.adapters.faststream as adapter
+    from inboxguard.adapters.faststream import transport
+
+    for module in (adapter, transport):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if callable(value):
+                assert (value.__doc__ or "").strip(), f"{module.__name__}.{name} has no docstring"
+    assert {"InboxMiddleware", "SentAtMiddleware", "inbox_consumer"} <= set(adapter.__all__)
+    assert transport.__all__ == ["FastStreamTransport"]
