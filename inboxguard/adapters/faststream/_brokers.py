@@ -67,6 +67,11 @@ class BrokerKind:
         """Settle a refused message for good (its quarantine record holds it)."""
         await msg.reject()
 
+    async def release(self, msg: Any) -> None:
+        """Leave the message to the broker, unsettled, when its retry copy could
+        not be published (the broker delivers it again)."""
+        await msg.nack()
+
     async def retry(self, msg: Any, copy: Copy, delay: float) -> None:
         """Deliver the message again after ``delay`` seconds: publish ``copy``,
         then acknowledge the original (NATS: ``nack(delay=...)`` instead)."""
@@ -80,6 +85,9 @@ class BrokerKind:
 
 class _Rabbit(BrokerKind):
     name = "rabbitmq"
+
+    async def release(self, msg: Any) -> None:
+        await msg.nack(requeue=True)
 
     async def reject(self, msg: Any) -> None:
         await msg.reject(requeue=False)
@@ -103,6 +111,9 @@ class _Rabbit(BrokerKind):
 
 class _Redis(BrokerKind):
     name = "redis"
+
+    async def release(self, msg: Any) -> None:
+        """The entry stays pending; the claiming subscriber delivers it again."""
 
     async def reject(self, msg: Any) -> None:
         # A stream has no dead-letter queue and reject() leaves the entry

@@ -151,7 +151,13 @@ class Delivery:
                 headers[_headers.SENT_AT] = self.sent_at.isoformat()
             broker = self.context.get_local("broker")
             copy = Copy(self.body, headers, broker, self.subscriber)
-            await kind.retry(msg, copy, self.guard.policy.delay)
+            try:
+                await kind.retry(msg, copy, self.guard.policy.delay)
+            except Exception:
+                # The copy could not be published (the broker connection is
+                # gone): the original must not be acknowledged, nor rejected.
+                logger.exception("could not retry a delivery; it goes back to the broker")
+                await _quietly(kind.release(msg), "release")
         else:
             await _quietly(kind.reject(msg), "reject")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -201,3 +202,48 @@ def test_f7_the_async_guard_stamps_and_reads_the_sent_time(pg_url: str, prefix: 
         box.drop_schema()
         table.drop(engine)
         engine.dispose()
+
+
+def test_f4_a_retry_whose_copy_cannot_be_published_goes_back_to_the_broker(
+    box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The handler fails once and the broker connection cannot take the retry
+    copy: the original is neither acked nor rejected but requeued, delivered
+    again, and applied once."""
+    table = payments_table(box.table_prefix)
+    queue = unique("nocopy")
+    guard = InboxMiddleware(
+        box,
+        consumer="pay",
+        command_id="id",
+        session_factory=sessionmaker(box.engine),
+        retry_delay=dt.timedelta(0),
+    )
+    broker = RabbitBroker(AMQP_URL, middlewares=[guard])
+    attempts: list[str] = []
+
+    @broker.subscriber(RabbitQueue(queue, auto_delete=True))
+    async def flaky(body: dict[str, Any]) -> None:
+        attempts.append(body["id"])
+        inboxguard.current_session().execute(insert(table).values(command_id=body["id"], amount=1))
+        if len(attempts) == 1:
+            raise ConnectionResetError("lost mid-transaction")
+
+    async def scenario() -> None:
+        async with started(broker):
+            await broker.publish({"id": "n1"}, queue=queue)
+            real_publish = broker.publish
+
+            async def broken(*args: Any, **kwargs: Any) -> Any:
+                broker.publish = real_publish  # type: ignore[method-assign]
+                raise ConnectionResetError("the broker connection is gone")
+
+            broker.publish = broken  # type: ignore[method-assign]
+            await eventually(lambda: paid(box.engine, box.table_prefix, "n1"), "n1 applied")
+
+    with caplog.at_level(logging.ERROR, logger="inboxguard.faststream"):
+        asyncio.run(scenario())
+    assert "could not retry a delivery" in caplog.text
+    assert attempts == ["n1", "n1"]
+    assert paid(box.engine, box.table_prefix, "n1") == [1]
+    assert box.quarantined() == []
