@@ -92,6 +92,8 @@ def test_f2_kill_9_inside_the_transaction_and_before_the_ack_loses_nothing(
         fs_setup.deliveries.forget()
     with fs_setup.worker():
         wait_until(lambda: payments(fs_setup.engine, prefix)[1] == COMMANDS, 60, "every payment")
+        # the delivery killed after its commit comes back (JetStream: after ack_wait)
+        wait_until(lambda: settled(fs_setup, f"pay-{BEFORE_ACK}"), 30, "the killed delivery again")
         barrier(fs_setup)
     after_kill[IN_BODY] += settled(fs_setup, f"pay-{IN_BODY}")
     after_kill[BEFORE_ACK] += settled(fs_setup, f"pay-{BEFORE_ACK}")
