@@ -22,20 +22,26 @@ CHUNK = 100
 
 
 async def publish(
-    config: Config, bodies: Iterable[Any], headers: dict[str, Any] | None = None
+    config: Config,
+    bodies: Iterable[Any],
+    headers: dict[str, Any] | None = None,
+    *,
+    in_order: bool = False,
 ) -> int:
     """Publish each body (declaring the destination first), confirmed by the
-    broker; return how many."""
+    broker; return how many. ``in_order=True`` publishes one at a time, so the
+    queue holds the bodies in the order given."""
     await declare(config)
     broker = make_broker(config, middlewares=[SentAtMiddleware])
     where = publish_options(config)
     todo = list(bodies)
+    chunk = 1 if in_order else CHUNK
     async with broker:
-        for start in range(0, len(todo), CHUNK):
+        for start in range(0, len(todo), chunk):
             await asyncio.gather(
                 *(
                     broker.publish(body, headers=dict(headers or {}), **where)
-                    for body in todo[start : start + CHUNK]
+                    for body in todo[start : start + chunk]
                 )
             )
     return len(todo)
@@ -45,7 +51,7 @@ def main(argv: list[str]) -> None:
     count = int(argv[0]) if argv else 10
     copies = int(argv[1]) if len(argv) > 1 else 1
     bodies = [{"command_id": f"pay-{i}", "amount": i} for i in range(count) for _ in range(copies)]
-    print(asyncio.run(publish(Config(), bodies)), "published")
+    print(asyncio.run(publish(Config(), bodies, in_order=True)), "published")
 
 
 if __name__ == "__main__":

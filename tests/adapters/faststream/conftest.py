@@ -42,8 +42,11 @@ class FastStreamSetup:
             "integrations.faststream.worker", {**self.env, **env}, self.tmp / "worker.log"
         )
 
-    def send(self, *bodies: Any, headers: dict[str, Any] | None = None) -> None:
-        asyncio.run(publish(self.config, bodies, headers))
+    def send(
+        self, *bodies: Any, headers: dict[str, Any] | None = None, in_order: bool = True
+    ) -> None:
+        """Publish ``bodies``; in the order given unless ``in_order=False``."""
+        asyncio.run(publish(self.config, bodies, headers, in_order=in_order))
 
     def waiting(self) -> int:
         """Messages the broker still holds for the worker: queued (RabbitMQ),

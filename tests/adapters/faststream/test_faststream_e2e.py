@@ -33,10 +33,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 #: Commands of the duplicated-publishing test: the issue's full 1,000 on
 #: RabbitMQ, fewer on the other two (the same middleware path; the suite's budget).
 DUPLICATED = {"rabbitmq": 1000, "redis": 100, "nats": 100}
-COMMANDS = 30
+#: Commands of the kill test: the first half is published before the first
+#: run, the second half after it was killed.
+COMMANDS = 40
 #: Where the worker is made to stop, and killed: inside the transaction, then
-#: (in the next run) after the commit with the acknowledgement not sent.
-IN_BODY, BEFORE_ACK = 10, 20
+#: (in the next run) after the commit with the acknowledgement not sent. The
+#: second is published only after the first run died, so no earlier run can
+#: have taken it (runs process several deliveries at once).
+IN_BODY, BEFORE_ACK = 10, 30
 
 
 def barrier(setup: FastStreamSetup, name: str = "barrier") -> None:
@@ -56,7 +60,7 @@ def test_f1_duplicated_publishing_applies_each_command_exactly_once(
         for _ in range(rng.choice((2, 3)))
     ]
     rng.shuffle(bodies)
-    fs_setup.send(*bodies)
+    fs_setup.send(*bodies, in_order=False)  # shuffled anyway: publish concurrently
     with fs_setup.worker() as worker:
         barrier(fs_setup)
     # Copies racing each other (RabbitMQ runs up to 10 deliveries at once) meet
@@ -72,7 +76,8 @@ def test_f2_kill_9_inside_the_transaction_and_before_the_ack_loses_nothing(
     fs_setup: FastStreamSetup,
 ) -> None:
     prefix = fs_setup.config.prefix
-    fs_setup.send(*({"command_id": f"pay-{i}", "amount": i} for i in range(COMMANDS)))
+    half = COMMANDS // 2
+    batches = {IN_BODY: range(half), BEFORE_ACK: range(half, COMMANDS)}
     # settled deliveries of each killed command after its kill (a killed run's
     # log is dropped: its last deliveries never settle)
     after_kill = {IN_BODY: 0, BEFORE_ACK: 0}
@@ -80,6 +85,7 @@ def test_f2_kill_9_inside_the_transaction_and_before_the_ack_loses_nothing(
         ("INBOXGUARD_HANG_IN_BODY", IN_BODY, []),
         ("INBOXGUARD_HANG_BEFORE_ACK", BEFORE_ACK, [BEFORE_ACK]),
     ]:
+        fs_setup.send(*({"command_id": f"pay-{i}", "amount": i} for i in batches[at]))
         with fs_setup.worker(**{hang: f"pay-{at}"}) as worker:
             wait_until(lambda: f"hang pay-{at}" in worker.log.read_text(), 60, "the hang")  # noqa: B023
             worker.kill9()
