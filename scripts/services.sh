@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start PostgreSQL, MariaDB, Redis and RabbitMQ when they are down, and wait
+# Start PostgreSQL, MariaDB, Redis, RabbitMQ and NATS (JetStream) when they are down, and wait
 # until each accepts connections. Safe to run when they are already up.
 set -uo pipefail
 
@@ -28,10 +28,15 @@ fi
 if ! port_open 5672; then
   rabbitmq-server -detached || true
 fi
+if ! port_open 4222; then
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
+fi
 
 status=0
 up postgresql port_open 5432 || status=1
 up mariadb port_open 3306 || status=1
 up redis port_open 6379 || status=1
 up rabbitmq port_open 5672 || status=1
+up nats port_open 4222 || status=1
 exit $status

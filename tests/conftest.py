@@ -29,7 +29,7 @@ PG_ADMIN_URL = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgre
 MYSQL_ADMIN_URL = os.environ.get("INBOXGUARD_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")
 REDIS_URL = os.environ.get("INBOXGUARD_REDIS_URL", "redis://127.0.0.1:6379/0")
 AMQP_URL = os.environ.get("INBOXGUARD_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
-PORTS = {"postgresql": 5432, "mysql": 3306, "redis": 6379, "rabbitmq": 5672}
+PORTS = {"postgresql": 5432, "mysql": 3306, "redis": 6379, "rabbitmq": 5672, "nats": 4222}
 RUN_ID = uuid.uuid4().hex[:8]
 
 

@@ -103,6 +103,35 @@ seen = []
 asyncio.run(main())
 """
 
+FASTSTREAM = """
+import asyncio, datetime as dt, os
+from faststream.nats import NatsBroker
+from faststream.rabbit import RabbitBroker
+from faststream.redis import RedisBroker
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+import inboxguard
+from inboxguard.adapters.faststream import InboxMiddleware
+
+async def main():
+    for broker in (
+        RabbitBroker(os.environ["AMQP_URL"]),
+        RedisBroker(os.environ["REDIS_URL"]),
+        NatsBroker(os.environ.get("NATS_URL", "nats://127.0.0.1:4222")),
+    ):
+        async with broker:
+            assert await broker.ping(5), broker
+    inbox = inboxguard.Inbox(create_engine("sqlite:///probe.db"), retention=dt.timedelta(days=1))
+    inbox.create_schema()
+    engine = create_async_engine("sqlite+aiosqlite:///probe.db")
+    InboxMiddleware(
+        inbox, consumer="probe", command_id="id", async_session_factory=async_sessionmaker(engine)
+    )
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
 MIGRATIONS = """
 from alembic import command
 from alembic.config import Config
@@ -147,6 +176,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kombu,redis": ((KOMBU_REDIS,), ("redis",)),
     "asyncio": ((ASYNCIO,), ("rabbitmq",)),
     "migrations": ((MIGRATIONS,), ()),
+    "faststream": ((FASTSTREAM,), ("rabbitmq", "redis", "nats")),
     "all": (
         (
             POSTGRESQL,
@@ -159,7 +189,8 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             ASYNCIO,
             MIGRATIONS,
             DJANGO,
+            FASTSTREAM,
         ),
-        ("postgresql", "mysql", "redis", "rabbitmq"),
+        ("postgresql", "mysql", "redis", "rabbitmq", "nats"),
     ),
 }

@@ -1,0 +1,182 @@
+"""One FastStream message through the guard: decode, claim, run, settle.
+
+:class:`Delivery` is what :class:`InboxMiddleware` does per message. It reads
+the attempt (the broker's own count on JetStream, the ``x-inbox-attempt``
+header elsewhere), takes the command ID and sent time, runs the handler in
+the claim's transaction, and turns the shared outcome policy's verdict into
+the broker's verbs (``_brokers``). A message it has settled leaves through
+``SkipMessage``, so FastStream neither settles it again nor replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Any
+
+from faststream.exceptions import HandlerException, SkipMessage
+
+from inboxguard import QuarantineReason
+from inboxguard._core import headers as _headers
+from inboxguard.adapters._delivery import Delivery as _Message
+from inboxguard.adapters._delivery import message_key
+from inboxguard.adapters._evidence import Refused, command_id_of
+from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._redelivery import Attempt, Step
+from inboxguard.adapters._stores import transaction
+from inboxguard.adapters._transaction import transaction_async
+from inboxguard.adapters.faststream._brokers import BrokerKind, Copy, sent_time_of
+from inboxguard.adapters.faststream._options import HandlerOptions
+
+if TYPE_CHECKING:
+    from inboxguard.adapters.faststream._middleware import InboxMiddleware
+
+__all__ = ["Delivery"]
+
+logger = logging.getLogger("inboxguard.faststream")
+
+
+class Delivery:
+    """One message through the guard, from decoding to its settlement."""
+
+    def __init__(
+        self,
+        guard: InboxMiddleware,
+        kind: BrokerKind,
+        msg: Any,
+        options: HandlerOptions,
+        context: Any,
+        subscriber: Any,
+    ) -> None:
+        self.guard = guard
+        self.kind = kind
+        self.msg = msg
+        self.options = options
+        self.context = context
+        self.subscriber = subscriber
+        self.headers: dict[str, Any] = dict(msg.headers or {})
+        counted = kind.attempt(msg)
+        seen = self.headers if counted is None else {**self.headers, _headers.ATTEMPT: counted}
+        self.attempt: Attempt = guard.policy.receive(seen)
+        self.body: Any = msg.body
+        self.sent_at: dt.datetime | None = None
+
+    async def run(self, call_next: Any) -> Any:
+        guard, msg, attempt, consumer = self.guard, self.msg, self.attempt, self.options.consumer
+        if not self.kind.native_retry:
+            await asyncio.sleep(attempt.wait)
+        key = message_key(msg.message_id, _raw_bytes(msg.body))
+        raw = {"body": _text(msg.body), "headers": self.headers}
+        refused = Refused(consumer, None, key, raw, (), raw)
+        try:
+            self.body = body = await msg.decode()
+            details = self.details(body)
+            cid = command_id_of(
+                self.options.get_id, _Message(body, self.headers, details["properties"])
+            )
+            refused = Refused(consumer, cid, key, body, self.options.exclude, details)
+            self.sent_at = guard.sent_check(consumer)(sent_time_of(msg, self.headers))
+        except Exception as bad:
+            outcome = attempt.unusable().recorded(await guard.record(bad, refused, None))
+            await self.perform(attempt.settle(outcome, bad, key, raw))
+            raise SkipMessage from bad
+        try:
+            result = await self.apply(call_next, cid, body, details)
+        except HandlerException:
+            raise  # the handler's own FastStream verb (AckMessage, RejectMessage...)
+        except Exception as error:
+            outcome = attempt.judge(error)
+            if outcome.needs_record:
+                written = await guard.record(error, refused, _reason(outcome))
+                outcome = outcome.recorded(written)
+            await self.perform(attempt.settle(outcome, error, cid, details))
+            raise SkipMessage from error
+        await self.perform(Step.ACK)
+        return result
+
+    async def apply(self, call_next: Any, cid: str, body: Any, details: dict[str, Any]) -> Any:
+        """The transaction: claim, run the handler, store its result, commit."""
+        guard, options = self.guard, self.options
+        arguments = {
+            "consumer": options.consumer,
+            "command_id": cid,
+            "payload": body,
+            "exclude": options.exclude,
+            "sent_at": self.sent_at,
+            "details": details,
+        }
+        if guard.async_session_factory is not None:
+            async with (
+                guard.async_session_factory() as session,
+                transaction_async(session, guard.inbox, options.consumer, cid),
+                guard.inbox.guard_async(session, **arguments) as entry,
+            ):
+                if not entry.duplicate:
+                    entry.result = await call_next(self.msg)
+            return entry.result
+        assert guard.session_factory is not None  # one of the two, checked at construction
+        with (
+            transaction(guard.inbox, guard.session_factory, options.consumer, cid) as sync_session,
+            guard.inbox.guard(sync_session, **arguments) as entry,
+        ):
+            if not entry.duplicate:
+                entry.result = await call_next(self.msg)
+        return entry.result
+
+    def details(self, body: Any) -> dict[str, Any]:
+        """What a quarantine record keeps of the message."""
+        msg = self.msg
+        properties = {
+            "message_id": msg.message_id,
+            "correlation_id": msg.correlation_id,
+            "content_type": msg.content_type,
+        }
+        return {
+            "body": body,
+            "headers": self.headers,
+            "properties": {k: v for k, v in properties.items() if v is not None},
+            "broker": self.kind.name,
+            "attempt": self.attempt.number,
+        }
+
+    async def perform(self, step: Step) -> None:
+        """Do what ``step`` says with the message."""
+        kind, msg = self.kind, self.msg
+        if step is Step.ACK:
+            await _quietly(kind.ack(msg), "ack after the commit")
+        elif step in (Step.RETRY, Step.REQUEUE):
+            attempt = self.attempt
+            headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
+            if self.sent_at is not None and _headers.sent_at_of(headers) is None:
+                headers[_headers.SENT_AT] = self.sent_at.isoformat()
+            broker = self.context.get_local("broker")
+            copy = Copy(self.body, headers, broker, self.subscriber)
+            try:
+                await kind.retry(msg, copy, self.guard.policy.delay)
+            except Exception:
+                # The copy could not be published (the broker connection is
+                # gone): the original must not be acknowledged, nor rejected.
+                logger.exception("could not retry a delivery; it goes back to the broker")
+                await _quietly(kind.release(msg), "release")
+        else:
+            await _quietly(kind.reject(msg), "reject")
+
+
+def _reason(outcome: Outcome) -> str | None:
+    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+
+
+def _raw_bytes(body: Any) -> bytes | str:
+    return body if isinstance(body, bytes | str) else repr(body)
+
+
+def _text(body: Any) -> str:
+    return body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+
+
+async def _quietly(action: Any, what: str) -> None:
+    try:
+        await action
+    except Exception:
+        logger.warning("%s failed; a redelivery will be handled by the inbox", what, exc_info=True)
