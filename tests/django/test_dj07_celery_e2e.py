@@ -106,6 +106,13 @@ class Project:
         with self.engine.connect() as conn:
             return conn.execute(text(sql), params).scalar_one()
 
+    def settled(self) -> int:
+        """Deliveries the workers finished (Celery logs one line per task)."""
+        return sum(
+            path.read_text(errors="replace").count("] succeeded in ")
+            for path in self.tmp.glob("worker*.log")
+        )
+
     def queued(self) -> int:
         with Connection(AMQP_URL) as conn:
             ok = conn.default_channel.queue_declare(self.queue, passive=True)
@@ -165,13 +172,14 @@ def _payments(ref: Project, prefix: str) -> tuple[int, int]:
 def test_dj7_duplicates_and_racing_copies_apply_each_payment_once(project: Project) -> None:
     total = 50
     items = [(f"dup-{n}", "acct", n) for n in range(total) for _ in range(3)]
+    settled_before = project.settled()
     project.publish(items)
     wait_until(lambda: _payments(project, "dup-")[1] == total, 60, "every payment applied")
     wait_until(lambda: project.queued() == 0, 30, "the queue drained")
     evidence = "SELECT count(*) FROM inboxguard_inbox WHERE command_id LIKE 'dup-%'"
     wait_until(lambda: project.scalar(evidence) == total, 30, "all evidence")
-    time.sleep(0.5)  # late copies still in flight would show up as extra rows
-    wait_until(lambda: project.queued() == 0, 30, "the queue drained")
+    # Every copy settled (a late one in flight would show up as an extra row).
+    wait_until(lambda: project.settled() - settled_before >= len(items), 60, "every copy settled")
     assert _payments(project, "dup-") == (total, total)
     receipts = "SELECT count(*) FROM inboxguard_outbox WHERE command_id LIKE 'receipt:dup-%'"
     assert project.scalar(receipts) == total
