@@ -100,7 +100,8 @@ def run(*, db: str | None = None, broker: str | None = None, out: TextIO | None 
                     engine.dispose()
         finally:
             workers.stop()
-    print(f"\n{tables[0]}", file=out)
+    if tables:
+        print(f"\n{tables[0]}", file=out)
     seconds = time.monotonic() - started
     if failed:
         print(f"FAILED: {failed} of {len(SCENARIOS)} stories broke a guarantee", file=out)
