@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import re
 import runpy
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
-from inboxguard import ConfigurationError, cli
-from inboxguard.testing import demo
+from inboxguard import ConfigurationError, cli, guarantees_markdown, guarantees_of
+from inboxguard.testing import FakeProvider, ManualClock, demo
 from inboxguard.testing.demo import _app
 from tests.conftest import AMQP_URL, PG_ADMIN_URL, require_service
 
@@ -26,7 +29,7 @@ STORIES = (
 
 
 def test_x8_make_demo_plays_every_story_and_exits_0(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """What ``make demo`` runs (integrations/demo.py), on SQLite and in memory."""
     monkeypatch.setattr("sys.argv", ["integrations/demo.py"])
@@ -39,8 +42,29 @@ def test_x8_make_demo_plays_every_story_and_exits_0(
     assert out.count("deliveries  handler runs  provider requests  receipts  inbox") == 8
     assert out.count(" held\n") == 8
     assert "FAILED" not in out
-    assert "Guarantees of the demo handler (billing.charge-invoice):" in out
     assert "OK: every guarantee held in 8 stories" in out
+    _the_table_is_the_librarys(out, tmp_path)
+
+
+def _the_table_is_the_librarys(out: str, tmp: Path) -> None:
+    """The printed table is ``inboxguard guarantees``' Markdown for the demo
+    handler, derived from the story's own inbox, ledger and provider (with
+    the declared delivery mode), not text of the demo's own."""
+    printed = out.split("as `inboxguard guarantees` shows it):\n\n", 1)[1]
+    prefix = re.search(r"(dm[0-9a-f]{6}_)inbox", printed)
+    assert prefix is not None, printed
+    clock = ManualClock()
+    app = _app.Billing(
+        create_engine(f"sqlite:///{tmp / 'table.db'}"),
+        prefix.group(1),
+        clock,
+        FakeProvider(clock=clock),
+    )
+    (table,) = guarantees_of(app.inbox)
+    assert table.consumer == "billing.charge-invoice"
+    assert table.fact("delivery_mode").source == "declared"  # type: ignore[union-attr]
+    assert printed.startswith(guarantees_markdown([table]))
+    app.drop()
 
 
 def test_x8_the_same_stories_on_postgresql_and_rabbitmq() -> None:

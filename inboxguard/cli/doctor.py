@@ -61,8 +61,9 @@ def register(subparsers: Any) -> None:
         "--app",
         required=True,
         metavar="MODULE:ATTR",
-        help="your Celery app, Dramatiq broker or Inbox (e.g. proj.worker:app), resolved"
-        " from the current directory like celery -A",
+        help="your Celery app, Dramatiq broker or Inbox (e.g. proj.worker:app, or"
+        " proj.worker:build() for a factory), resolved from the current directory like"
+        " celery -A",
     )
     add_json(parser)
     parser.set_defaults(func=_doctor)

@@ -9,15 +9,12 @@ Exit status: 0 fine, 1 contradictions or changes, 2 the app cannot be loaded.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
-import inspect
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from inboxguard.cli._app import resolve_object
 from inboxguard.errors import ConfigurationError
 from inboxguard.guarantees import (
     Contradiction,
@@ -29,7 +26,7 @@ from inboxguard.guarantees import (
     read_lock,
 )
 
-__all__ = ["load_app", "register"]
+__all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
@@ -50,8 +47,8 @@ def register(subparsers: Any) -> None:
         metavar="MODULE:OBJECT",
         help=(
             "a Celery app, Dramatiq broker, Inbox, or an object or list holding them,"
-            " e.g. myapp.celery:app (resolved from the current directory; OBJECT()"
-            " calls a factory)"
+            " or a module, e.g. myapp.celery:app (resolved from the current directory;"
+            " OBJECT() calls a factory, and runs it to completion when it is async)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="JSON instead of Markdown")
@@ -65,43 +62,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def load_app(spec: str) -> object:
-    """Import ``module:object`` from the current directory (as ``celery -A``
-    does); ``object()`` calls it (and runs it when it is a coroutine); dots
-    walk attributes.
-
-    Raises:
-        ConfigurationError: the spec is malformed or cannot be loaded.
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not module_name:
-        msg = f"--app {spec!r} must look like MODULE:OBJECT, e.g. myapp.celery:app"
-        raise ConfigurationError(msg)
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    call = attr.endswith("()")
-    try:
-        value: Any = importlib.import_module(module_name)
-        for part in (attr[:-2] if call else attr).split(".") if sep and attr else ():
-            value = getattr(value, part)
-        if call:
-            value = value()
-        if inspect.isawaitable(value):  # an async factory: run it to completion
-            value = asyncio.run(_awaited(value))
-    except (Exception, SystemExit) as error:  # the app's own import may fail any way
-        msg = f"--app {spec!r} could not be loaded: {type(error).__name__}: {error}"
-        raise ConfigurationError(msg) from error
-    return value
-
-
-async def _awaited(value: Any) -> Any:
-    return await value
-
-
 def _run(args: argparse.Namespace) -> int:
     try:
-        app = load_app(args.app)
+        app = resolve_object(args.app, module_itself=True)
         guarantees = guarantees_of(app)
         if args.check:
             problems = contradictions_of(app)

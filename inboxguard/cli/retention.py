@@ -69,7 +69,8 @@ def add_app(parser: argparse.ArgumentParser) -> None:
         "--app",
         metavar="MODULE:ATTR",
         help="your Celery app, Dramatiq broker or Inbox, resolved from the current directory"
-        " like celery -A (e.g. proj.worker:app); its workers' windows are discovered",
+        " like celery -A (e.g. proj.worker:app, or proj.worker:build() for a factory);"
+        " its workers' windows are discovered",
     )
 
 

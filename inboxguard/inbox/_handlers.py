@@ -7,8 +7,10 @@ in ``with`` / ``async with`` and ``await``.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, TypeVar
 
@@ -21,9 +23,15 @@ from inboxguard._core.handlers import (
     register_handler,
 )
 from inboxguard._core.identity import validate_identity
+from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._records import InboxEntry
 
-__all__ = ["async_handler", "registering", "sync_handler"]
+__all__ = ["SentAtSpec", "async_handler", "registering", "sync_handler"]
+
+#: Where a handler's message carries its sent time: a callable over the
+#: handler's arguments, or the name of one of them (a timezone-aware datetime,
+#: or None when the message has none).
+SentAtSpec = Callable[..., Any] | str
 
 R = TypeVar("R")
 Guard = Callable[..., AbstractContextManager[InboxEntry]]
@@ -31,7 +39,12 @@ AsyncGuard = Callable[..., AbstractAsyncContextManager[InboxEntry]]
 
 
 def sync_handler(
-    guard: Guard, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str]
+    guard: Guard,
+    *,
+    consumer: str,
+    command_id: CommandIdSpec,
+    exclude: Iterable[str],
+    sent_at: SentAtSpec | None = None,
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """The decorator of :meth:`inboxguard.Inbox.handler`, around ``guard``."""
     validate_identity(consumer, "consumer")
@@ -39,6 +52,7 @@ def sync_handler(
 
     def decorate(fn: Callable[..., R]) -> Callable[..., R]:
         get_id = command_id_getter(command_id, fn, skip=1)
+        get_sent_at = _sent_at_getter(sent_at, fn)
 
         @functools.wraps(fn)
         def wrapper(session: Any, *args: Any, **kwargs: Any) -> R:
@@ -48,6 +62,7 @@ def sync_handler(
                 command_id=get_id(args, kwargs),
                 payload=payload_of(args, kwargs, fn, skip=1),
                 exclude=excluded,
+                sent_at=get_sent_at(args, kwargs),
             ) as entry:
                 if entry.duplicate:
                     return entry.result  # type: ignore[no-any-return]
@@ -60,7 +75,12 @@ def sync_handler(
 
 
 def async_handler(
-    guard: AsyncGuard, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str]
+    guard: AsyncGuard,
+    *,
+    consumer: str,
+    command_id: CommandIdSpec,
+    exclude: Iterable[str],
+    sent_at: SentAtSpec | None = None,
 ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
     """The decorator of :meth:`inboxguard.Inbox.handler_async`, around ``guard``."""
     validate_identity(consumer, "consumer")
@@ -68,6 +88,7 @@ def async_handler(
 
     def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         get_id = command_id_getter(command_id, fn, skip=1)
+        get_sent_at = _sent_at_getter(sent_at, fn)
 
         @functools.wraps(fn)
         async def wrapper(session: Any, *args: Any, **kwargs: Any) -> R:
@@ -77,6 +98,7 @@ def async_handler(
                 command_id=get_id(args, kwargs),
                 payload=payload_of(args, kwargs, fn, skip=1),
                 exclude=excluded,
+                sent_at=get_sent_at(args, kwargs),
             ) as entry:
                 if entry.duplicate:
                     return entry.result  # type: ignore[no-any-return]
@@ -86,6 +108,36 @@ def async_handler(
         return wrapper
 
     return decorate
+
+
+def _sent_at_getter(
+    spec: SentAtSpec | None, fn: Callable[..., Any]
+) -> Callable[[tuple[Any, ...], Mapping[str, Any]], dt.datetime | None]:
+    """A function of ``(args, kwargs)`` yielding the message's sent time.
+
+    Raises:
+        ConfigurationError: ``spec`` names no argument of ``fn``.
+    """
+    if spec is None:
+        return lambda args, kwargs: None
+    if callable(spec):
+        return lambda args, kwargs: spec(*args, **kwargs)
+    if not isinstance(spec, str):
+        msg = f"sent_at must be a callable or an argument name, got {spec!r}"
+        raise ConfigurationError(msg)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    if spec not in {p.name for p in params}:
+        names = ", ".join(p.name for p in params) or "none"
+        msg = f"sent_at={spec!r} names no argument of {fn.__qualname__} (arguments: {names})"
+        raise ConfigurationError(msg)
+    signature = inspect.signature(fn).replace(parameters=params)
+
+    def getter(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dt.datetime | None:
+        bound = signature.bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments.get(spec)
+
+    return getter
 
 
 def registering(

@@ -26,7 +26,7 @@ from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
-from inboxguard.inbox._handlers import async_handler, registering, sync_handler
+from inboxguard.inbox._handlers import SentAtSpec, async_handler, registering, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
@@ -232,6 +232,7 @@ class Inbox:
         command_id: CommandIdSpec,
         exclude: Iterable[str] = (),
         guarantee: Guarantee | None = None,
+        sent_at: SentAtSpec | None = None,
     ) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorate ``fn(session, *args, **kwargs)`` so each command runs once.
 
@@ -242,15 +243,18 @@ class Inbox:
         running ``fn``. The handler is listed by
         :func:`inboxguard.guarantees_of`; ``guarantee`` declares what only you
         know (the provider, terminal states, and the delivery mode: the
-        caller acks, so it cannot be derived here).
+        caller acks, so it cannot be derived here). ``sent_at`` (a callable
+        over the same arguments, or the name of one) gives the message's own
+        timestamp, as ``guard(sent_at=)`` takes it: a replay older than the
+        evidence horizon is quarantined and refused.
 
         Raises:
-            ConfigurationError: ``command_id`` names no argument of ``fn``, or
-                ``guarantee`` declares a field inboxguard derives.
+            ConfigurationError: ``command_id`` or ``sent_at`` names no argument
+                of ``fn``, or ``guarantee`` declares a field inboxguard derives.
         """
         exclude = tuple(exclude)
         decorate = sync_handler(
-            self.guard, consumer=consumer, command_id=command_id, exclude=exclude
+            self.guard, consumer=consumer, command_id=command_id, exclude=exclude, sent_at=sent_at
         )
         return registering(
             self, "Inbox.handler", decorate, consumer, command_id, exclude, guarantee
@@ -263,11 +267,16 @@ class Inbox:
         command_id: CommandIdSpec,
         exclude: Iterable[str] = (),
         guarantee: Guarantee | None = None,
+        sent_at: SentAtSpec | None = None,
     ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
         """:meth:`handler` for ``async def fn(session, *args, **kwargs)`` (an AsyncSession)."""
         exclude = tuple(exclude)
         decorate = async_handler(
-            self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+            self.guard_async,
+            consumer=consumer,
+            command_id=command_id,
+            exclude=exclude,
+            sent_at=sent_at,
         )
         return registering(
             self, "Inbox.handler_async", decorate, consumer, command_id, exclude, guarantee

@@ -11,6 +11,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.effects import EffectLedger
 from inboxguard.errors import PayloadConflictError
@@ -53,6 +54,23 @@ class Billing:
             Column("command_id", String(255), nullable=False),
             Column("reference", String(255), nullable=False),
         )
+        #: The guarded step, listed by ``inboxguard.guarantees_of(self.inbox)``
+        #: with what only the demo knows declared and the rest derived.
+        self.record = self.inbox.handler(
+            consumer=CONSUMER,
+            command_id="command_id",
+            exclude=("kwargs.reference", "kwargs.sent_at"),
+            sent_at="sent_at",
+            guarantee=Guarantee(
+                provider=self.provider,
+                ledger=self.ledger,
+                delivery_mode=(
+                    "at least once: a worker acks after the handler returns; a delivery that"
+                    " raised goes back to the broker and is delivered again"
+                ),
+                compensation="a refund at the provider, issued by an operator",
+            ),
+        )(self._record)
         self.inbox.create_schema()
         self.ledger.create_schema()
         self.charges.metadata.create_all(self.engine)
@@ -68,8 +86,9 @@ class Billing:
 
         The provider call goes first, through the ledger, keyed by the
         invoice (on SQLite it cannot run inside the guard's write
-        transaction); the guard then records the charge once. A payload that
-        conflicts with the first one is quarantined for an operator.
+        transaction); the guarded :attr:`record` then records the charge
+        once, refusing a replay older than the evidence horizon. A payload
+        that conflicts with the first one is quarantined for an operator.
         """
         command_id = f"invoice-{message['invoice']}/charge"
         effect = {"invoice": message["invoice"], "amount": message["amount"]}
@@ -85,22 +104,29 @@ class Billing:
             )
             raise
         with Session(self.engine) as session, session.begin():
-            with self.inbox.guard(
+            return self.record(
                 session,
-                consumer=CONSUMER,
-                command_id=command_id,
-                payload=effect,
+                command_id,
+                message["invoice"],
+                message["amount"],
+                reference=receipt.reference,
                 sent_at=None if sent_at is None else dt.datetime.fromisoformat(sent_at),
-            ) as entry:
-                if entry.duplicate:
-                    stored: dict[str, Any] = entry.result or {}
-                    return stored
-                session.execute(
-                    self.charges.insert().values(command_id=command_id, reference=receipt.reference)
-                )
-                result = {"reference": receipt.reference}
-                entry.result = result
-        return result
+            )
+
+    def _record(
+        self,
+        session: Session,
+        command_id: str,
+        invoice: int,
+        amount: int,
+        *,
+        reference: str,
+        sent_at: dt.datetime | None,
+    ) -> dict[str, Any]:
+        """Record the charge of ``amount`` for ``invoice``: runs once per
+        command (``self.record`` guards it)."""
+        session.execute(self.charges.insert().values(command_id=command_id, reference=reference))
+        return {"reference": reference}
 
     def charge_rows(self) -> int:
         """Rows in the app's own table (a double application shows as two)."""

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
-from inboxguard._core.retention import RetentionPolicy
+from inboxguard.guarantees import guarantees_markdown, guarantees_of
 from inboxguard.testing._record import CaseRecord
 
 __all__ = ["guarantees", "table"]
@@ -23,26 +21,8 @@ def table(record: CaseRecord, verdict: str) -> str:
     return "\n".join(f"    {line}" for line in lines)
 
 
-def _days(delta: dt.timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours / 24:g} days" if hours >= 24 else f"{hours:g} hours"
-
-
-def guarantees(consumer: str, retention: RetentionPolicy, lease: dt.timedelta) -> str:
-    """The demo handler's guarantees, as plain text.
-
-    (When ``inboxguard.Guarantee`` tables exist, print the handler's table
-    from there instead of this hand-written one.)
-    """
-    rows = [
-        ("one charge row per invoice", f"in this database, for {_days(retention.horizon)}"),
-        ("one provider effect per invoice", "re-sent only with the same key inside its window"),
-        ("a lost answer is never guessed", "unknown until a lookup or an operator settles it"),
-        ("a crashed call is taken over", f"after its {lease.total_seconds():g} s lease, fenced"),
-        ("a conflicting payload is refused", "quarantined; nothing sent"),
-        ("a replay older than retention", "refused when the message carries its sent time"),
-    ]
-    width = max(len(what) for what, _ in rows)
-    lines = [f"Guarantees of the demo handler ({consumer}):"]
-    lines += [f"  {what.ljust(width)}  {when}" for what, when in rows]
-    return "\n".join(lines)
+def guarantees(inbox: object) -> str:
+    """The guarantee table of every handler ``inbox`` guards, derived by the
+    library (the Markdown ``inboxguard guarantees`` prints), under a title."""
+    tables = guarantees_markdown(guarantees_of(inbox))
+    return f"Guarantee table of the demo handler (as `inboxguard guarantees` shows it):\n\n{tables}"
