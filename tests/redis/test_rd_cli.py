@@ -50,7 +50,8 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     assert set(billing) == _names(inboxguard.ConsumerStats)
     assert (billing["processed"], billing["quarantined"]) == (3, 2)
     assert found["durability"]["maxmemory_policy"] == "noeviction"
-    assert found["outbox"] is None and found["effects"] is None
+    assert found["outbox"] is None
+    assert found["effects"] is None
 
     told = _json(capsys, "explain", "billing", "a", *where)
     assert set(told) == _names(inboxguard.CommandExplanation)
@@ -106,13 +107,15 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     assert "no open record" in capsys.readouterr().err
     assert main(["quarantine", "list", *where]) == 0
     text = capsys.readouterr().out
-    assert "billing" in text and "payload_mismatch" in text  # b reopened by the new refusal
+    assert "billing" in text
+    assert "payload_mismatch" in text
 
     # the read model from Python: the inbox in place of the engine, the same values
     stats = inboxguard.stats(box)
     assert [(c.consumer, c.processed) for c in stats.consumers or ()] == [("billing", 3)]
     (action,) = inboxguard.quarantine_show(box, ids["a"]).actions  # type: ignore[union-attr]
-    assert isinstance(action, inboxguard.QuarantineAction) and action.actor == "ops"
+    assert isinstance(action, inboxguard.QuarantineAction)
+    assert action.actor == "ops"
 
 
 def test_rd14_naming_the_inbox_refuses_ambiguity_and_never_prints_a_password(

@@ -64,8 +64,10 @@ def test_rd12_handler_and_adapter_tables_name_multi_exec_and_the_servers_durabil
     for table in tables.values():
         boundary = table.transaction_boundary
         layer = table.layer
-        assert boundary is not None and boundary.value is not None
-        assert layer is not None and layer.value is not None
+        assert boundary is not None
+        assert boundary.value is not None
+        assert layer is not None
+        assert layer.value is not None
         assert "Redis MULTI/EXEC" in boundary.value
         assert "Redis MULTI/EXEC" in layer.value
         assert layer.settings["local"] == "redis"
