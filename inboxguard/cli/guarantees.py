@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         required=True,
         metavar="MODULE:OBJECT",
         help=(
-            "a Celery app, Dramatiq broker, Inbox, or an object or list holding them,"
+            "a Celery app, Dramatiq broker, Inbox or RedisInbox, or an object or list holding them,"
             " e.g. myapp.celery:app (resolved from the current directory; OBJECT()"
             " calls a factory)"
         ),

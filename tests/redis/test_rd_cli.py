@@ -118,6 +118,45 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     assert action.actor == "ops"
 
 
+TRANSPORT = """
+sent = []
+
+def make():
+    def send(message):
+        sent.append((message.command_id, message.destination, message.payload))
+        return {"id": len(sent)}
+    return send
+"""
+
+
+def test_rd14_replay_publishes_the_stored_message_and_records_it(
+    redis_client: Any,
+    key_prefix: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    box = inboxguard.RedisInbox(redis_client, retention=DAY, key_prefix=key_prefix)
+    details = {"body": {"n": 1}, "routing_key": "credits"}
+    assert box.quarantine_delivery(
+        consumer="c", command_id="m1", payload={}, reason="retries_exhausted", details=details
+    )
+    (record,) = box.quarantined("c")
+    name = f"rd14_transport_{key_prefix.strip(':').replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(TRANSPORT)
+    monkeypatch.chdir(tmp_path)
+    where = ["--redis", REDIS_URL, "--key-prefix", key_prefix]
+    args = ["quarantine", "replay", str(record.id), "--transport", f"{name}:make"]
+    assert main([*args, "--reason", "fixed", "--by", "ops", *where]) == 0
+    capsys.readouterr()
+    import importlib
+
+    assert importlib.import_module(name).sent == [("m1", "credits", {"n": 1})]
+    (replay,) = box.quarantine_replays(record.id)
+    assert (replay.replayed_by, replay.reason, replay.receipt) == ("ops", "fixed", {"id": 1})
+    assert box.quarantined("c") == []
+
+
 def test_rd14_naming_the_inbox_refuses_ambiguity_and_never_prints_a_password(
     redis_client: Any,
     key_prefix: str,
