@@ -1,5 +1,7 @@
 """The frame every database subcommand runs in: open the engine, map each
-failure to its exit status and a one-line message, dispose of the engine."""
+failure to its exit status and a one-line message, dispose of the engine.
+The operator commands that also read a Redis inbox run in
+:func:`run_on_inbox`, which opens one or the other."""
 
 from __future__ import annotations
 
@@ -10,14 +12,19 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from inboxguard import RedisInbox
 from inboxguard.cli._db import SECRET_KEYS, open_engine, redact
 from inboxguard.cli._output import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from inboxguard.cli._redis import open_redis, redis_url
 from inboxguard.errors import InboxGuardError
+from inboxguard.inbox.redis import error_kind
 
-__all__ = ["Action", "fail", "run_on_database", "scrub"]
+__all__ = ["Action", "InboxAction", "fail", "run_on_database", "run_on_inbox", "scrub"]
 
 #: A subcommand's body: the engine and the parsed arguments; the exit status.
 Action = Callable[[Engine, argparse.Namespace], int]
+#: The body of a command that works on either kind of inbox.
+InboxAction = Callable[[Engine | RedisInbox, argparse.Namespace], int]
 
 
 def fail(command: str, message: str, status: int) -> int:
@@ -69,3 +76,39 @@ def run_on_database(
         return fail(command, f"the database refused: {reason}", EXIT_UNREACHABLE)
     finally:
         engine.dispose()
+
+
+def run_on_inbox(
+    command: str, args: argparse.Namespace, action: InboxAction, *, read_only: bool
+) -> int:
+    """Run ``action`` on the Redis inbox of ``--redis`` (or
+    ``$INBOXGUARD_REDIS_URL``), else on the engine of ``--db``, with the same
+    exit statuses: 2 bad input, 3 the server cannot be reached or refuses."""
+    try:
+        url = redis_url(args)
+    except UsageError as error:
+        return fail(command, str(error), EXIT_USAGE)
+    if url is None:
+        return run_on_database(command, args, action, read_only=read_only)
+    return _run_on_redis(command, url, args, action)
+
+
+def _run_on_redis(command: str, url: str, args: argparse.Namespace, action: InboxAction) -> int:
+    shown = redact(url)
+    inbox = None
+    try:
+        inbox = open_redis(url, args.key_prefix)
+        return action(inbox, args)
+    except (UsageError, InboxGuardError) as error:
+        return fail(command, scrub(str(error), url), EXIT_USAGE)
+    except Exception as error:
+        kind = error_kind(error)
+        if kind is None:
+            raise
+        reason = scrub(str(error), url)
+        if kind == "unreachable":
+            return fail(command, f"cannot use the Redis server {shown}: {reason}", EXIT_UNREACHABLE)
+        return fail(command, f"the Redis server {shown} refused: {reason}", EXIT_UNREACHABLE)
+    finally:
+        if inbox is not None:
+            inbox.client.close()

@@ -2,6 +2,7 @@
 be, skipped.
 
     inboxguard explain CONSUMER COMMAND_ID [--db URL] [--prefix P] [--json]
+    inboxguard explain CONSUMER COMMAND_ID --redis URL [--key-prefix P] [--hash-tag T] [--json]
 
 Prints the verdict, the stored digest with its processing and expiry times,
 each quarantine record with its incoming digest and the actions taken on
@@ -15,10 +16,11 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import CommandExplanation, explain
-from inboxguard.cli._args import add_database, add_json
-from inboxguard.cli._command import run_on_database
-from inboxguard.cli._output import EXIT_OK, emit_json, fields, human
+from inboxguard import CommandExplanation, RedisInbox, explain
+from inboxguard.cli._args import add_json
+from inboxguard.cli._command import run_on_inbox
+from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human
+from inboxguard.cli._redis import add_inbox_target
 
 __all__ = ["register"]
 
@@ -34,14 +36,25 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("consumer", metavar="CONSUMER", help="the consumer name")
     parser.add_argument("command_id", metavar="COMMAND_ID", help="the business command ID")
-    add_database(parser)
+    add_inbox_target(parser)
+    parser.add_argument(
+        "--hash-tag",
+        metavar="T",
+        help="with --redis: the hash_tag the guard was given for this command, if any",
+    )
     add_json(parser)
-    parser.set_defaults(func=lambda args: run_on_database("explain", args, _run, read_only=True))
+    parser.set_defaults(func=lambda args: run_on_inbox("explain", args, _run, read_only=True))
 
 
-def _run(engine: Engine, args: argparse.Namespace) -> int:
+def _run(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+    if args.hash_tag is not None and not isinstance(engine, RedisInbox):
+        raise UsageError("--hash-tag is a RedisInbox's: use it with --redis")
     found = explain(
-        engine, consumer=args.consumer, command_id=args.command_id, table_prefix=args.prefix
+        engine,
+        consumer=args.consumer,
+        command_id=args.command_id,
+        table_prefix=args.prefix,
+        hash_tag=args.hash_tag,
     )
     if args.json:
         emit_json(found)

@@ -46,9 +46,9 @@ def register(subparsers: Any) -> None:
         required=True,
         metavar="MODULE:OBJECT",
         help=(
-            "a Celery app, Dramatiq broker, Inbox, or an object or list holding them,"
-            " or a module, e.g. myapp.celery:app (resolved from the current directory;"
-            " OBJECT() calls a factory, and runs it to completion when it is async)"
+            "a Celery app, Dramatiq broker, Inbox or RedisInbox, or an object or list"
+            " holding them, or a module, e.g. myapp.celery:app (resolved from the current"
+            " directory; OBJECT() calls a factory, and runs it to completion when it is async)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="JSON instead of Markdown")

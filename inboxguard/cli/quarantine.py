@@ -8,15 +8,17 @@
                                    [--by NAME] [--destination NAME] [--json]
 
 Every subcommand takes ``--db URL`` (or ``$INBOXGUARD_DB_URL``) and
-``--prefix``. ``show`` prints the record with the message details the adapter
-kept and every replay, release and resolution recorded. ``release`` lets the
-command be processed again: it deletes the evidence that refused it and
-resolves the record. ``resolve`` marks an open record handled and changes no
-evidence. ``replay`` publishes the stored message again, under the same
-command ID, through an outbox transport. Each action records who (``--by``,
-default: the OS user), why (``--reason``) and when. Exit status: 0 done, 1
-no (open) record has that ID or the transport failed (nothing recorded), 2
-bad input, 3 the database cannot be reached.
+``--prefix``, or, for a RedisInbox, ``--redis URL`` (or
+``$INBOXGUARD_REDIS_URL``) and ``--key-prefix``. ``show`` prints the record
+with the message details the adapter kept and every replay, release and
+resolution recorded. ``release`` lets the command be processed again: it
+deletes the evidence that refused it and resolves the record. ``resolve``
+marks an open record handled and changes no evidence. ``replay`` publishes
+the stored message again, under the same command ID, through an outbox
+transport. Each action records who (``--by``, default: the OS user), why
+(``--reason``) and when. Exit status: 0 done, 1 no (open) record has that
+ID or the transport failed (nothing recorded), 2 bad input, 3 the database
+or Redis server cannot be reached.
 """
 
 from __future__ import annotations
@@ -30,16 +32,18 @@ from sqlalchemy.engine import Engine
 
 from inboxguard import (
     ConfigurationError,
+    Inbox,
     QuarantineAction,
     QuarantineDetail,
     QuarantineRecord,
+    RedisInbox,
     quarantine_list,
     quarantine_show,
     release_quarantine,
     resolve_quarantine,
 )
-from inboxguard.cli._args import add_database, add_json, positive_int
-from inboxguard.cli._command import fail, run_on_database
+from inboxguard.cli._args import add_json, positive_int
+from inboxguard.cli._command import fail, run_on_inbox
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import (
     EXIT_FOUND,
@@ -51,6 +55,7 @@ from inboxguard.cli._output import (
     plain,
     table,
 )
+from inboxguard.cli._redis import add_inbox_target
 from inboxguard.cli._replay import describe, replay_message
 from inboxguard.cli.outbox import load_transport
 
@@ -67,7 +72,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        add_database(p, "inbox")
+        add_inbox_target(p, "inbox")
         add_json(p)
 
     listing = actions.add_parser("list", help="quarantine records, oldest first")
@@ -121,7 +126,7 @@ def register(subparsers: Any) -> None:
 
 def _command(action: Any, *, read_only: bool) -> Any:
     def run(args: argparse.Namespace) -> int:
-        return run_on_database("quarantine", args, action, read_only=read_only)
+        return run_on_inbox("quarantine", args, action, read_only=read_only)
 
     return run
 
@@ -132,7 +137,7 @@ def _summary(record: QuarantineRecord) -> dict[str, Any]:
     return shown
 
 
-def _list(engine: Engine, args: argparse.Namespace) -> int:
+def _list(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     status = None if args.status == "all" else args.status
     records = quarantine_list(
         engine, table_prefix=args.prefix, consumer=args.consumer, status=status, limit=args.limit
@@ -151,7 +156,7 @@ def _list(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show(engine: Engine, args: argparse.Namespace) -> int:
+def _show(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     found = quarantine_show(engine, args.id, table_prefix=args.prefix)
     if found is None:
         return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)
@@ -192,7 +197,7 @@ def _print_detail(found: QuarantineDetail) -> None:
         )
 
 
-def _settle(engine: Engine, args: argparse.Namespace) -> int:
+def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise UsageError(f"--reason must say why the record is {args.settle}d")
     settle = release_quarantine if args.settle == "release" else resolve_quarantine
@@ -215,13 +220,17 @@ def _settle(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _replay(engine: Engine, args: argparse.Namespace) -> int:
+def _replay(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise UsageError("--reason must say why the message is replayed")
-    inbox = open_inbox(engine, args.prefix)
-    missing = missing_table(inbox, inbox.tables.quarantine_replays)
-    if missing is not None:
-        raise UsageError(f"{missing}; or run: inboxguard db upgrade")
+    inbox: Inbox | RedisInbox
+    if isinstance(engine, RedisInbox):
+        inbox = engine
+    else:
+        inbox = open_inbox(engine, args.prefix)
+        missing = missing_table(inbox, inbox.tables.quarantine_replays)
+        if missing is not None:
+            raise UsageError(f"{missing}; or run: inboxguard db upgrade")
     record = inbox.quarantine_record(args.id)
     if record is None:
         return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)

@@ -2,8 +2,11 @@
 the outbox backlog; the effect ledger by state.
 
     inboxguard stats [--db URL] [--prefix P] [--json]
+    inboxguard stats --redis URL [--key-prefix P] [--json]
 
 Read-only. A part whose tables are absent is shown as such, not an error.
+For a RedisInbox: evidence and open records per consumer, and the durability
+the server reports (the outbox and ledger live in SQL).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import Stats, stats
-from inboxguard.cli._args import add_database, add_json
-from inboxguard.cli._command import run_on_database
+from inboxguard import RedisInbox, Stats, stats
+from inboxguard.cli._args import add_json
+from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, emit_json, fields, table
+from inboxguard.cli._redis import add_inbox_target
 
 __all__ = ["register"]
 
@@ -28,14 +32,15 @@ def register(subparsers: Any) -> None:
         help="evidence and quarantine per consumer, outbox backlog, effects by state",
         description="Per consumer: processed evidence rows, open quarantine records and the"
         " age of the oldest evidence; the outbox backlog and its oldest unsent row; effects"
-        " by state and the oldest unknown one. Reads only.",
+        " by state and the oldest unknown one; for a RedisInbox (--redis), the server's"
+        " durability instead of the outbox and ledger. Reads only.",
     )
-    add_database(parser)
+    add_inbox_target(parser)
     add_json(parser)
-    parser.set_defaults(func=lambda args: run_on_database("stats", args, _run, read_only=True))
+    parser.set_defaults(func=lambda args: run_on_inbox("stats", args, _run, read_only=True))
 
 
-def _run(engine: Engine, args: argparse.Namespace) -> int:
+def _run(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     found = stats(engine, table_prefix=args.prefix)
     if args.json:
         emit_json(found)
@@ -57,6 +62,9 @@ def _print(found: Stats) -> None:
             for c in found.consumers
         ]
         table(("CONSUMER", "PROCESSED", "QUARANTINED", "OLDEST EVIDENCE", "AGE"), rows)
+    if found.durability is not None:
+        _print_durability(found.durability)
+        return
     print("\noutbox")
     if found.outbox is None:
         print("  no outbox table")
@@ -79,3 +87,11 @@ def _print(found: Stats) -> None:
         counts: list[tuple[str, object]] = [(f"  {s}", n) for s, n in e.by_state.items()]
         oldest = [("  oldest unknown", e.oldest_unknown_at), ("  its age", e.oldest_unknown_age)]
         fields([*counts, *oldest])
+
+
+def _print_durability(durability: dict[str, object]) -> None:
+    print("\nredis server")
+    names = ("maxmemory_policy", "appendonly", "appendfsync", "save", "role", "replicas")
+    fields([(f"  {name}", durability.get(name)) for name in names])
+    print(f"  {durability.get('summary')}")
+    print("\noutbox and effects: not in Redis (they live in SQL: see --db)")

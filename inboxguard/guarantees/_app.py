@@ -1,10 +1,11 @@
 """Which guarded handlers an application has.
 
 An application is what ``--app module:object`` names: an
-:class:`~inboxguard.Inbox` (every handler guarded by it), a Celery app or a
-Dramatiq broker (the handlers declared on it), a module (everything of these
-among its globals), an object holding any of them as attributes (a kombu
-``ConsumerMixin`` worker), or a list of any of these.
+:class:`~inboxguard.Inbox` or :class:`~inboxguard.RedisInbox` (every handler
+guarded by it), a Celery app or a Dramatiq broker (the handlers declared on
+it), a module (everything of these among its globals), an object holding
+any of them as attributes (a kombu ``ConsumerMixin`` worker), or a list of
+any of these.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from inboxguard._core.handlers import (
 )
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import Inbox
+from inboxguard.inbox.redis import RedisInbox
 
 __all__ = ["handlers_of"]
 
@@ -62,15 +64,15 @@ def _members(app: object) -> list[object]:
         return [app, *(v for k, v in vars(app).items() if not k.startswith("__"))]
     if isinstance(app, list | tuple | set | frozenset):
         return [member for item in app for member in _members(item)]
-    if isinstance(app, Inbox):
+    if isinstance(app, Inbox | RedisInbox):
         return [app]
     attributes = getattr(app, "__dict__", None)
     values: Iterable[object] = attributes.values() if isinstance(attributes, dict) else ()
-    return [app, *(v for v in values if isinstance(v, Inbox))]
+    return [app, *(v for v in values if isinstance(v, Inbox | RedisInbox))]
 
 
 def _registrations_of(item: object) -> list[Registration]:
-    if isinstance(item, Inbox):
+    if isinstance(item, Inbox | RedisInbox):
         return registrations(item)
     if isinstance(item, types.ModuleType):
         return []

@@ -18,6 +18,7 @@ from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
 from inboxguard.effects.provider import ProviderContract
 from inboxguard.effects.state import EffectState
+from inboxguard.inbox.redis import RedisInbox
 
 __all__ = ["Effect", "derive", "duration", "effect_of"]
 
@@ -80,7 +81,7 @@ def derive(facts: HandlerFacts) -> Guarantee:
     return Guarantee(
         handler=facts.handler,
         consumer=facts.consumer,
-        layer=_layer(effect),
+        layer=_layer(facts, effect),
         transaction_boundary=_boundary(facts, effect),
         delivery_mode=_delivery(facts),
         identity=_identity(facts),
@@ -97,36 +98,67 @@ def derive(facts: HandlerFacts) -> Guarantee:
     )
 
 
-def _layer(effect: Effect) -> GuaranteeFact:
-    local = "one database transaction: the inbox's evidence and the handler's writes"
+#: The local layer of each kind of inbox: its name in the settings, its text.
+_LOCAL = {
+    "db": "one database transaction: the inbox's evidence and the handler's writes",
+    "redis": (
+        "one Redis MULTI/EXEC (WATCH + lease): the inbox's evidence key and the"
+        " handler's queued writes"
+    ),
+}
+#: What a Redis guarantee table states of the server's durability, read from it.
+_DURABILITY = ("maxmemory_policy", "appendonly", "appendfsync", "save", "role", "replicas")
+
+
+def _layer(facts: HandlerFacts, effect: Effect) -> GuaranteeFact:
+    store = "redis" if isinstance(facts.inbox, RedisInbox) else "db"
+    local = _LOCAL[store]
     if effect.declared_none:
-        return GuaranteeFact(f"local only: {local}", settings={"external": "none", "local": "db"})
+        return GuaranteeFact(f"local only: {local}", settings={"external": "none", "local": store})
     if effect.contract is None:
         return GuaranteeFact(
             f"local: {local}; external effects: unknown (not declared)",
-            settings={"external": None, "local": "db"},
+            settings={"external": None, "local": store},
         )
     if effect.ledger is None:
         return GuaranteeFact(
             f"local: {local}; external ({effect.name}): unguarded, no effect ledger",
-            settings={"external": "unguarded", "local": "db"},
+            settings={"external": "unguarded", "local": store},
         )
     return GuaranteeFact(
         f"local: {local}; external ({effect.name}): the effect ledger and the provider's"
         f" idempotency key, while the provider remembers it ({effect.window})",
-        settings={"external": "ledger+idempotency key", "local": "db"},
+        settings={"external": "ledger+idempotency key", "local": store},
     )
+
+
+def _redis_boundary(inbox: RedisInbox) -> tuple[str, dict[str, Setting]]:
+    """A Redis inbox's boundary, with the durability the server reports now
+    (a change of ``appendfsync``, AOF or replication shows in a lock check)."""
+    durability = inbox.durability()
+    found = durability.as_dict()
+    settings: dict[str, Setting] = {"store": "redis", "key_prefix": inbox.key_prefix}
+    settings.update({f"server.{name}": found[name] for name in _DURABILITY})
+    text = (
+        "one Redis MULTI/EXEC (WATCH + lease): the evidence key (prefix"
+        f" {inbox.key_prefix!r}) commits with the handler's queued writes in one EXEC,"
+        f" or neither does; durability read from the server: {durability.summary}"
+    )
+    return text, settings
 
 
 def _boundary(facts: HandlerFacts, effect: Effect) -> GuaranteeFact:
     inbox = facts.inbox
-    database = inbox.engine.dialect.name
-    table = inbox.tables.inbox.name
-    settings: dict[str, Setting] = {"database": database, "inbox_table": table}
-    text = (
-        f"one {database} transaction: the evidence row in {table} commits with the"
-        " handler's writes, or neither does"
-    )
+    if isinstance(inbox, RedisInbox):
+        text, settings = _redis_boundary(inbox)
+    else:
+        database = inbox.engine.dialect.name
+        table = inbox.tables.inbox.name
+        settings = {"database": database, "inbox_table": table}
+        text = (
+            f"one {database} transaction: the evidence row in {table} commits with the"
+            " handler's writes, or neither does"
+        )
     if effect.ledger is not None:
         ledger_table = effect.ledger.tables.effects.name
         settings["ledger_table"] = ledger_table

@@ -40,7 +40,7 @@ from inboxguard.sql.tables import inbox_tables
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-__all__ = ["Inbox"]
+__all__ = ["Inbox", "audited"]
 
 R = TypeVar("R")
 
@@ -355,7 +355,7 @@ class Inbox:
         """
         if actor is None and reason is None:
             return self._quarantine.resolve(record_id)
-        who, why = _audit(actor, reason)
+        who, why = audited(actor, reason)
         return self._quarantine.settle(record_id, "resolve", who, why, self._now()) is not None
 
     def release_quarantine(
@@ -375,7 +375,7 @@ class Inbox:
         Raises:
             ConfigurationError: ``actor`` or ``reason`` is empty.
         """
-        who, why = _audit(actor, reason)
+        who, why = audited(actor, reason)
         return self._quarantine.settle(record_id, "release", who, why, self._now())
 
     def quarantine_actions(self, record_id: int) -> list[QuarantineAction]:
@@ -482,7 +482,7 @@ class Inbox:
         )
 
 
-def _audit(actor: str | None, reason: str | None) -> tuple[str, str]:
+def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
     """The non-empty actor and reason an audited action needs."""
     if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
         msg = (

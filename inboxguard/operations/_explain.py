@@ -10,8 +10,10 @@ from sqlalchemy.engine import Engine
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects import EffectLedger, EffectRecord
 from inboxguard.inbox import InboxRecord
+from inboxguard.inbox.redis import RedisInbox
 from inboxguard.operations._quarantine import open_inbox, quarantine_detail
 from inboxguard.operations._records import CommandExplanation
+from inboxguard.operations._redis import explain_redis
 from inboxguard.operations._tables import present_tables
 from inboxguard.outbox import Outbox
 from inboxguard.sql.tables import effect_tables, outbox_tables
@@ -23,23 +25,28 @@ _KEY_SEPARATORS = ("/", ":", ".")
 
 
 def explain(
-    engine: Engine,
+    engine: Engine | RedisInbox,
     *,
     consumer: str,
     command_id: str,
     table_prefix: str = "inboxguard_",
     clock: Clock | None = None,
     effects_limit: int = 20,
+    hash_tag: str | None = None,
 ) -> CommandExplanation:
     """Explain the inbox's decision for ``command_id`` at ``consumer``: the
     stored evidence, every quarantine record with its actions, the ledger's
     effects of the command and its outbox row. Read-only; the outbox and
-    ledger parts are empty when their tables are absent.
+    ledger parts are empty when their tables are absent. Given a
+    :class:`~inboxguard.RedisInbox`, its evidence (stored under ``hash_tag``
+    when the guard had one) and records; no effects or outbox row.
 
     Raises:
         ConfigurationError: the inbox tables are missing, or the prefix is
             unusable.
     """
+    if isinstance(engine, RedisInbox):
+        return explain_redis(engine, consumer, command_id, hash_tag, clock)
     now = checked_now(clock or utc_now)
     inbox = open_inbox(engine, table_prefix, clock)
     evidence = inbox.lookup(consumer, command_id)

@@ -2,6 +2,9 @@
 
 Every settling action is recorded durably (who, why, when) in the inbox's
 ``quarantine_actions`` table, in the transaction that changes the record.
+Each function also takes a :class:`~inboxguard.RedisInbox` in place of the
+engine (``table_prefix`` then unused); its actions are kept in Redis, with
+no expiry, as the same :class:`~inboxguard.QuarantineAction` values.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock
 from inboxguard.inbox import Inbox, QuarantineAction, QuarantineRecord
+from inboxguard.inbox.redis import RedisInbox
 from inboxguard.operations._records import QuarantineDetail
+from inboxguard.operations._redis import quarantine_detail_redis
 from inboxguard.operations._tables import present_tables
 
 __all__ = [
+    "Target",
     "open_inbox",
     "quarantine_detail",
     "quarantine_list",
@@ -23,6 +29,9 @@ __all__ = [
     "release_quarantine",
     "resolve_quarantine",
 ]
+
+#: What the read model reads and settles: a database's engine, or a Redis inbox.
+Target = Engine | RedisInbox
 
 #: The read model knows no RetentionPolicy: every evidence row carries its own
 #: expiry, so the policy of the Inbox it opens is never consulted.
@@ -36,7 +45,7 @@ def open_inbox(engine: Engine, table_prefix: str, clock: Clock | None = None) ->
 
 
 def quarantine_list(
-    engine: Engine,
+    engine: Target,
     *,
     table_prefix: str = "inboxguard_",
     consumer: str | None = None,
@@ -45,13 +54,17 @@ def quarantine_list(
 ) -> list[QuarantineRecord]:
     """Quarantine records, oldest first: ``status`` ``"open"`` (default),
     ``"resolved"`` or None for every status; ``consumer`` None for all."""
-    return open_inbox(engine, table_prefix).quarantined(consumer, status=status, limit=limit)
+    inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix)
+    return inbox.quarantined(consumer, status=status, limit=limit)
 
 
 def quarantine_show(
-    engine: Engine, record_id: int, *, table_prefix: str = "inboxguard_"
+    engine: Target, record_id: int, *, table_prefix: str = "inboxguard_"
 ) -> QuarantineDetail | None:
     """One record with its replays and actions, or None when no record has that id."""
+    if isinstance(engine, RedisInbox):
+        found = engine.quarantine_record(record_id)
+        return None if found is None else quarantine_detail_redis(engine, found)
     inbox = open_inbox(engine, table_prefix)
     record = inbox.quarantine_record(record_id)
     return None if record is None else quarantine_detail(inbox, record)
@@ -76,7 +89,7 @@ def quarantine_detail(inbox: Inbox, record: QuarantineRecord) -> QuarantineDetai
 
 
 def release_quarantine(
-    engine: Engine,
+    engine: Target,
     record_id: int,
     *,
     actor: str,
@@ -85,18 +98,21 @@ def release_quarantine(
     clock: Clock | None = None,
 ) -> QuarantineAction | None:
     """Let a quarantined command be processed again (see
-    :meth:`Inbox.release_quarantine`); None when no open record has that id.
+    :meth:`Inbox.release_quarantine`, :meth:`RedisInbox.release_quarantine`);
+    None when no open record has that id. A Redis inbox acts on its own clock.
 
     Raises:
         ConfigurationError: ``actor`` or ``reason`` is empty, or the
             ``quarantine_actions`` table is missing (the message names the fix).
     """
+    if isinstance(engine, RedisInbox):
+        return engine.release_quarantine(record_id, actor=actor, reason=reason)
     inbox = open_inbox(engine, table_prefix, clock)
     return inbox.release_quarantine(record_id, actor=actor, reason=reason)
 
 
 def resolve_quarantine(
-    engine: Engine,
+    engine: Target,
     record_id: int,
     *,
     actor: str,
@@ -112,7 +128,7 @@ def resolve_quarantine(
         ConfigurationError: ``actor`` or ``reason`` is empty, or the
             ``quarantine_actions`` table is missing.
     """
-    inbox = open_inbox(engine, table_prefix, clock)
+    inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix, clock)
     if not inbox.resolve_quarantine(record_id, actor=actor, reason=reason):
         return None
     return inbox.quarantine_actions(record_id)[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from inboxguard.effects import EffectRecord
 from inboxguard.inbox import InboxRecord, QuarantineAction, QuarantineRecord, QuarantineReplay
@@ -61,7 +62,11 @@ class Stats:
     """One reading of a database's inboxguard tables, taken ``at`` (UTC).
 
     A section is None when its tables do not exist at that prefix (an
-    application without an outbox or a ledger), never an error.
+    application without an outbox or a ledger), never an error. For a
+    :class:`~inboxguard.RedisInbox`, ``table_prefix`` is its key prefix, the
+    outbox and effects are None (they live in SQL), and ``durability`` is
+    what the server reports (:meth:`~inboxguard.RedisInbox.durability`);
+    it is None for a database.
     """
 
     at: dt.datetime
@@ -69,6 +74,7 @@ class Stats:
     consumers: tuple[ConsumerStats, ...] | None
     outbox: OutboxStats | None
     effects: EffectStats | None
+    durability: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

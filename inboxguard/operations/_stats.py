@@ -10,7 +10,9 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects.state import EffectState
+from inboxguard.inbox.redis import RedisInbox
 from inboxguard.operations._records import ConsumerStats, EffectStats, OutboxStats, Stats
+from inboxguard.operations._redis import stats_redis
 from inboxguard.operations._tables import present_tables
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.tables import effect_tables, inbox_tables, outbox_tables
@@ -19,17 +21,25 @@ __all__ = ["stats"]
 
 
 def stats(
-    engine: Engine, *, table_prefix: str = "inboxguard_", clock: Clock | None = None
+    engine: Engine | RedisInbox,
+    *,
+    table_prefix: str = "inboxguard_",
+    clock: Clock | None = None,
 ) -> Stats:
     """Read the inbox, outbox and effect-ledger tables of ``table_prefix``.
 
     Each section is None when its tables are absent; nothing is created or
-    changed. Ages are measured from ``clock()`` (default: UTC now).
+    changed. Ages are measured from ``clock()`` (default: UTC now). Given a
+    :class:`~inboxguard.RedisInbox` instead of an engine, its evidence and
+    open records per consumer and the server's durability (``table_prefix``
+    is not used: the inbox has its key prefix).
 
     Raises:
         ConfigurationError: ``table_prefix`` is unusable, or the clock
             returned something unusable.
     """
+    if isinstance(engine, RedisInbox):
+        return stats_redis(engine, clock)
     inbox, outbox, ledger = (
         inbox_tables(table_prefix),
         outbox_tables(table_prefix),

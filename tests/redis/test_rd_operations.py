@@ -61,8 +61,8 @@ def test_rd10_quarantine_resolve_release_and_replay(redis_client: Any, key_prefi
     assert box.release_quarantine(record.id, actor="ops", reason="v2 is right")
     assert not box.release_quarantine(record.id, actor="ops", reason="again")
     (action,) = box.quarantine_actions(record.id)
-    assert (action["action"], action["actor"]) == ("release", "ops")
-    assert action["evidence_digest"] == record.stored_digest
+    assert (action.action, action.actor, action.reason) == ("release", "ops", "v2 is right")
+    assert action.evidence_digest == record.stored_digest
     assert box.lookup("c", "m") is None
     _deliver(box, redis_client, "c", "m", {"v": 2})  # processed now
     assert redis_client.lrange(f"{key_prefix}applied", 0, -1) == [b"m", b"m"]

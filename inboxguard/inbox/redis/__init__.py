@@ -10,7 +10,7 @@ from __future__ import annotations
 from inboxguard.inbox.redis import _operations as operations
 from inboxguard.inbox.redis._inbox import RedisInbox
 from inboxguard.inbox.redis._operations import RedisConsumerStats, RedisExplanation, RedisStats
-from inboxguard.inbox.redis._server import RedisDurability
+from inboxguard.inbox.redis._server import RedisDurability, client_from_url, error_kind
 
 __all__ = [
     "RedisConsumerStats",
@@ -18,5 +18,7 @@ __all__ = [
     "RedisExplanation",
     "RedisInbox",
     "RedisStats",
+    "client_from_url",
+    "error_kind",
     "operations",
 ]

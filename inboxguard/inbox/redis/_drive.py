@@ -15,11 +15,13 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from typing import Any, NoReturn
 
-from inboxguard._core.context import session_var
+from inboxguard._core.context import entry_var, session_var
+from inboxguard._telemetry import OUTCOME, Telemetry
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox._drive import handler_span
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._keys import KeySpace
@@ -43,6 +45,7 @@ from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
 
 __all__ = [
     "check_pipeline",
+    "commit_span",
     "drive_sync",
     "first_queued",
     "in_multi",
@@ -197,12 +200,25 @@ def keys_of(reply: Any) -> list[Any]:
     return list(reply) if isinstance(reply, list | tuple) else []
 
 
+def commit_span(telemetry: Telemetry, entry: InboxEntry | None) -> AbstractContextManager[None]:
+    """The ``inboxguard.commit`` span around ``EXEC`` (the guard sends it, so
+    the guard traces it; the adapters trace only SQL commits)."""
+    if entry is None or not telemetry.enabled:
+        return nullcontext()
+    outcome = "duplicate" if entry.duplicate else "fresh"
+    return telemetry.span(
+        "inboxguard.commit", entry.consumer, entry.command_id, **{OUTCOME: outcome}
+    )
+
+
 # -- sync ------------------------------------------------------------------------------
 
 
 class _Sync:
-    def __init__(self, pipe: Any, client: Any, keys: KeySpace) -> None:
+    def __init__(self, pipe: Any, client: Any, keys: KeySpace, telemetry: Telemetry) -> None:
         self.pipe, self.client, self.keys = pipe, client, keys
+        self.telemetry = telemetry
+        self.entry: InboxEntry | None = None
         self.watching = self.checked = False
 
     def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
@@ -226,12 +242,13 @@ class _Sync:
             case Commit(extra):
                 for command in extra:
                     pipe.execute_command(*command)
-                try:
-                    pipe.execute()
-                except Exception as error:
-                    if is_watch_error(error):
-                        return False
-                    raise
+                with commit_span(self.telemetry, self.entry):
+                    try:
+                        pipe.execute()
+                    except Exception as error:
+                        if is_watch_error(error):
+                            return False
+                        raise
                 return True
             case Inspect(keys):
                 return found_from_hash(self.client.hgetall(keys.evidence))
@@ -266,9 +283,13 @@ class _Sync:
 
 
 @contextmanager
-def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Iterator[InboxEntry]:
-    """Run a Redis guard flow on the caller's sync pipeline; records go through ``client``."""
-    driver = _Sync(pipe, client, keys)
+def drive_sync(
+    flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace, telemetry: Telemetry
+) -> Iterator[InboxEntry]:
+    """Run a Redis guard flow on the caller's sync pipeline; records go through
+    ``client``; the block runs in the ``inboxguard.handler`` span, ``EXEC`` in
+    ``inboxguard.commit``."""
+    driver = _Sync(pipe, client, keys, telemetry)
     with closing(flow):
         try:
             request = resume(flow)
@@ -282,8 +303,11 @@ def drive_sync(flow: RedisFlow, pipe: Any, client: Any, keys: KeySpace) -> Itera
                 mark = first_queued(pipe) if request.claim else None
                 ours = len(request.claim)
                 token = session_var.set(pipe)
+                driver.entry = request.entry
+                entry_var.set(request.entry)  # kept after the block: see current_entry()
                 try:
-                    yield request.entry
+                    with handler_span(telemetry, request.entry):
+                        yield request.entry
                 except Exception as error:
                     end = BlockExit(still_ours(pipe, mark), (), error)
                     pipe.reset()

@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, closing
 from typing import Any
 
-from inboxguard._core.context import session_var
+from inboxguard._core.context import entry_var, session_var
+from inboxguard._telemetry import Telemetry
+from inboxguard.inbox._drive import handler_span
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._drive import (
     check_pipeline,
+    commit_span,
     first_queued,
     is_watch_error,
     keys_of,
@@ -59,8 +62,10 @@ async def run_script_async(
 
 
 class _Async:
-    def __init__(self, pipe: Any, keys: KeySpace) -> None:
+    def __init__(self, pipe: Any, keys: KeySpace, telemetry: Telemetry) -> None:
         self.pipe, self.keys = pipe, keys
+        self.telemetry = telemetry
+        self.entry: InboxEntry | None = None
         self.watching = self.checked = False
         self._client: Any = None
 
@@ -96,12 +101,13 @@ class _Async:
             case Commit(extra):
                 for command in extra:
                     pipe.execute_command(*command)
-                try:
-                    await pipe.execute()
-                except Exception as error:
-                    if is_watch_error(error):
-                        return False
-                    raise
+                with commit_span(self.telemetry, self.entry):
+                    try:
+                        await pipe.execute()
+                    except Exception as error:
+                        if is_watch_error(error):
+                            return False
+                        raise
                 return True
             case Inspect(keys):
                 stored = await self.client.hgetall(keys.evidence)
@@ -143,10 +149,12 @@ class _Async:
 
 
 @asynccontextmanager
-async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterator[InboxEntry]:
+async def drive_async(
+    flow: RedisFlow, pipe: Any, keys: KeySpace, telemetry: Telemetry
+) -> AsyncIterator[InboxEntry]:
     """Run a Redis guard flow on the caller's redis.asyncio pipeline; records go
-    through a client on the pipeline's own connection pool."""
-    driver = _Async(pipe, keys)
+    through a client on the pipeline's own connection pool; spans as :func:`drive_sync`."""
+    driver = _Async(pipe, keys, telemetry)
     with closing(flow):
         try:
             request = resume(flow)
@@ -160,8 +168,11 @@ async def drive_async(flow: RedisFlow, pipe: Any, keys: KeySpace) -> AsyncIterat
                 mark = first_queued(pipe) if request.claim else None
                 ours = len(request.claim)
                 token = session_var.set(pipe)
+                driver.entry = request.entry
+                entry_var.set(request.entry)  # kept after the block: see current_entry()
                 try:
-                    yield request.entry
+                    with handler_span(telemetry, request.entry):
+                        yield request.entry
                 except Exception as error:
                     end = BlockExit(still_ours(pipe, mark), (), error)
                     await pipe.reset()

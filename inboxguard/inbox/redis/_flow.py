@@ -41,6 +41,7 @@ from typing import Any
 
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
+from inboxguard._telemetry import Telemetry, telemetry_for
 from inboxguard.errors import ConfigurationError, InProgressError, PayloadMismatchError
 from inboxguard.inbox._decide import Delivery, busy_error, prepare, result_params, stale_error
 from inboxguard.inbox._decide import verdict as judge
@@ -79,6 +80,7 @@ class RedisFlows:
     lock_timeout: dt.timedelta | None
     lease: dt.timedelta
     cluster: bool
+    telemetry: Telemetry = field(default_factory=lambda: telemetry_for(False))
     _lease_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,14 +100,21 @@ class RedisFlows:
         delivery = self._prepare(consumer, command_id, payload, exclude, details)
         keys = self.keys.command(consumer, command_id, hash_tag)
         stale = stale_error(delivery, sent_at, self.retention) if sent_at is not None else None
-        yield Begin()
-        if stale is not None:
-            yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
-            raise stale
-        token = uuid.uuid4().hex
-        found = yield from self._claim(delivery, keys, token)
+        # Counted and traced as the SQL flow does: once, at the verdict.
+        probe = self.telemetry.claim(delivery.consumer, delivery.command_id)
+        try:
+            yield Begin()
+            if stale is not None:
+                yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
+                raise stale
+            token = uuid.uuid4().hex
+            found = yield from self._claim(delivery, keys, token)
+            entry = yield from self._verdict(delivery, found)
+        except BaseException as error:
+            probe.failed(error)
+            raise
         fresh = found.state == "fresh"
-        entry = yield from self._verdict(delivery, found)
+        probe.decided("fresh" if fresh else "duplicate")
         end: BlockExit = yield HandOver(
             entry, self._claim_commands(delivery, keys) if fresh else ()
         )

@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 from inboxguard._core.checks import check_clock
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
+from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.inbox._handlers import async_handler, sync_handler
-from inboxguard.inbox._quarantine import QuarantineReplay
+from inboxguard._telemetry import check_switch, telemetry_for
+from inboxguard.inbox._handlers import async_handler, registering, sync_handler
+from inboxguard.inbox._inbox import audited
+from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
 from inboxguard.inbox.redis._checks import check_client, check_durations, is_cluster
@@ -69,13 +72,16 @@ class RedisInbox:
         cluster: check, before ``EXEC``, that every key the block writes is
             in the command's hash slot (a clear error instead of
             ``CROSSSLOT``); ``None``: on when ``client`` is a ``RedisCluster``.
+        telemetry: record OpenTelemetry metrics and spans (claims by outcome,
+            claim, handler and commit spans) as :class:`inboxguard.Inbox`
+            does; ``False`` records nothing.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees, or the
             server may evict keys (see ``allow_eviction``).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only settings, as Inbox
         self,
         client: Any,
         *,
@@ -86,7 +92,9 @@ class RedisInbox:
         clock: Clock | None = None,
         allow_eviction: bool = False,
         cluster: bool | None = None,
+        telemetry: bool = True,
     ) -> None:
+        check_switch("telemetry", telemetry)
         check_client(client)
         check_durations(lock_timeout, lease)
         check_clock(clock)
@@ -100,8 +108,15 @@ class RedisInbox:
         self.allow_eviction = allow_eviction
         self.cluster = is_cluster(client) if cluster is None else bool(cluster)
         self.maxmemory_policy = check_eviction(client, allow_eviction=allow_eviction)
+        self.telemetry = telemetry
         self._flows = RedisFlows(
-            self.keys, self.retention, self.clock, lock_timeout, lease, self.cluster
+            self.keys,
+            self.retention,
+            self.clock,
+            lock_timeout,
+            lease,
+            self.cluster,
+            telemetry_for(telemetry),
         )
         self._records = RedisRecords(client, self.keys)
 
@@ -174,7 +189,7 @@ class RedisInbox:
                 (nothing of the block was applied).
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details, hash_tag)
-        with drive_sync(flow, pipe, self.client, self.keys) as entry:
+        with drive_sync(flow, pipe, self.client, self.keys, self._flows.telemetry) as entry:
             yield entry
 
     def guard_async(
@@ -193,21 +208,48 @@ class RedisInbox:
         the same flow, decisions and errors; quarantine records go through a
         client on the pipeline's own connection pool."""
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details, hash_tag)
-        return drive_async(flow, pipe, self.keys)
+        return drive_async(flow, pipe, self.keys, self._flows.telemetry)
 
     def handler(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+        self,
+        *,
+        consumer: str,
+        command_id: CommandIdSpec,
+        exclude: Iterable[str] = (),
+        guarantee: Guarantee | None = None,
     ) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorate ``fn(pipe, *args, **kwargs)`` so each command runs once
-        (see :meth:`inboxguard.Inbox.handler`); ``fn`` queues its writes on ``pipe``."""
-        return sync_handler(self.guard, consumer=consumer, command_id=command_id, exclude=exclude)
+        (see :meth:`inboxguard.Inbox.handler`); ``fn`` queues its writes on
+        ``pipe``. The handler is listed by :func:`inboxguard.guarantees_of`,
+        its table stating the server's durability (:meth:`durability`).
+
+        Raises:
+            ConfigurationError: ``command_id`` names no argument of ``fn``, or
+                ``guarantee`` declares a field inboxguard derives.
+        """
+        exclude = tuple(exclude)
+        decorate = sync_handler(
+            self.guard, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+        return registering(
+            self, "RedisInbox.handler", decorate, consumer, command_id, exclude, guarantee
+        )
 
     def handler_async(
-        self, *, consumer: str, command_id: CommandIdSpec, exclude: Iterable[str] = ()
+        self,
+        *,
+        consumer: str,
+        command_id: CommandIdSpec,
+        exclude: Iterable[str] = (),
+        guarantee: Guarantee | None = None,
     ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
         """:meth:`handler` for ``async def fn(pipe, ...)`` on a redis.asyncio pipeline."""
-        return async_handler(
+        exclude = tuple(exclude)
+        decorate = async_handler(
             self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+        )
+        return registering(
+            self, "RedisInbox.handler_async", decorate, consumer, command_id, exclude, guarantee
         )
 
     # -- quarantine ------------------------------------------------------------------------
@@ -245,9 +287,21 @@ class RedisInbox:
         found = self._records.quarantine(None, None, record_id=record_id)
         return found[0] if found else None
 
-    def resolve_quarantine(self, record_id: int) -> bool:
-        """Mark an open quarantine record resolved; False if none is open with that id."""
-        return self._records.resolve(record_id)
+    def resolve_quarantine(
+        self, record_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
+        """Mark an open quarantine record resolved; False if none is open with that id.
+
+        With ``actor`` and ``reason`` the resolution is also recorded in the
+        record's trail (:meth:`quarantine_actions`), as in
+        :meth:`inboxguard.Inbox.resolve_quarantine`. The evidence is untouched.
+
+        Raises:
+            ConfigurationError: only one of ``actor`` and ``reason`` is given.
+        """
+        if actor is None and reason is None:
+            return self._records.resolve(record_id)
+        return self._settle(record_id, "resolve", actor, reason) is not None
 
     def record_quarantine_replay(
         self,
@@ -270,33 +324,34 @@ class RedisInbox:
         return [record for record in found if record.command_id == command_id]
 
     def release_quarantine(
-        self, record_id: int, *, actor: str | None = None, reason: str | None = None
-    ) -> bool:
+        self, record_id: int, *, actor: str, reason: str
+    ) -> QuarantineAction | None:
         """Let a quarantined command be processed again: resolve the open record
-        and delete the evidence that refused it (when its digest is the one the
-        record names), keeping who and why in the record's action trail
-        (:meth:`quarantine_actions`). False when no record is open with that id."""
+        and, for a payload mismatch, delete the command's evidence whose digest
+        is not the refused one, recording who, why and when
+        (:meth:`quarantine_actions`), as :meth:`inboxguard.Inbox.release_quarantine`.
+        None when no record is open with that id. Evidence stored under a
+        ``hash_tag`` of the guard's is not found here (nothing is deleted).
+
+        Raises:
+            ConfigurationError: ``actor`` or ``reason`` is empty.
+        """
+        return self._settle(record_id, "release", actor, reason)
+
+    def _settle(
+        self, record_id: int, action: str, actor: str | None, reason: str | None
+    ) -> QuarantineAction | None:
+        who, why = audited(actor, reason)
         record = self.quarantine_record(record_id)
         if record is None or record.status != "open":
-            return False
-        removed = None
-        if record.stored_digest is not None:
-            found = self.lookup(record.consumer, record.command_id)
-            if found is not None and found.digest == record.stored_digest:
-                self.client.delete(self.keys.command(record.consumer, record.command_id).evidence)
-                removed = found
-        if not self.resolve_quarantine(record_id):
-            return False
-        self._records.record_action(
-            record, "release", actor, reason, checked_now(self.clock), removed
-        )
-        return True
+            return None
+        evidence = self.keys.command(record.consumer, record.command_id).evidence
+        return self._records.settle(record, action, who, why, checked_now(self.clock), evidence)
 
-    def quarantine_actions(self, record_id: int) -> list[dict[str, Any]]:
-        """The recorded releases of a record, oldest first, as plain dicts
-        (``action``, ``actor``, ``reason``, ``acted_at``, ``evidence_digest``,
-        ``evidence_processed_at``)."""
-        return self._records.actions(record_id)
+    def quarantine_actions(self, record_id: int) -> list[QuarantineAction]:
+        """The recorded releases and resolutions of a record, oldest first."""
+        record = self.quarantine_record(record_id)
+        return [] if record is None else self._records.actions(record)
 
     def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
         """The recorded replays of a quarantine record, oldest first."""

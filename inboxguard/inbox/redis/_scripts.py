@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["CLAIM", "QUARANTINE", "RELEASE", "RESOLVE", "Script"]
+__all__ = ["CLAIM", "FORGET", "QUARANTINE", "RELEASE", "RESOLVE", "Script"]
 
 
 class Script:
@@ -72,4 +72,16 @@ if redis.call('HGET', KEYS[1], 'status') == 'open' then
   return 1
 end
 return 0
+""")
+
+#: KEYS: evidence; ARGV: the refused (incoming) digest. Deletes evidence that
+#: refuses that digest (a payload mismatch's release), returning
+#: {digest, processed_at}; {} when there is none or it holds that digest.
+FORGET = Script("""
+local e = redis.call('HMGET', KEYS[1], 'digest', 'processed_at')
+if e[1] and e[1] ~= ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return {e[1], e[2] or ''}
+end
+return {}
 """)

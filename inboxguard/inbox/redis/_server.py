@@ -10,7 +10,7 @@ from typing import Any
 
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["RedisDurability", "check_eviction", "read_durability"]
+__all__ = ["RedisDurability", "check_eviction", "client_from_url", "error_kind", "read_durability"]
 
 _FSYNC_LOSS = {
     "always": "nothing acknowledged (fsync before each EXEC is acknowledged)",
@@ -149,3 +149,27 @@ def _summary(
     )
     evicts = "" if policy == "noeviction" else f" Eviction policy {policy!r} may delete evidence."
     return crash + together + evicts
+
+
+def client_from_url(url: str) -> Any:
+    """A sync ``redis.Redis`` client of ``url`` (for the operator commands).
+
+    Raises:
+        ImportError: the ``redis`` package is not installed.
+        ValueError: ``url`` is not a Redis URL.
+    """
+    import redis  # noqa: PLC0415 - optional
+
+    return redis.Redis.from_url(url)
+
+
+def error_kind(error: BaseException) -> str | None:
+    """``"unreachable"`` (connection or timeout), ``"refused"`` (any other
+    Redis error) or None when ``error`` is not redis-py's."""
+    try:
+        from redis import exceptions  # noqa: PLC0415 - optional
+    except ImportError:
+        return None
+    if isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError):
+        return "unreachable"
+    return "refused" if isinstance(error, exceptions.RedisError) else None

@@ -9,11 +9,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from inboxguard._core.details import encode_details
-from inboxguard.inbox._quarantine import QuarantineReplay
+from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
 from inboxguard.inbox._records import InboxRecord, QuarantineRecord
 from inboxguard.inbox.redis._drive import run_script
 from inboxguard.inbox.redis._keys import KeySpace, escape_pattern
-from inboxguard.inbox.redis._scripts import RESOLVE
+from inboxguard.inbox.redis._scripts import FORGET, RESOLVE
 
 __all__ = ["RedisRecords"]
 
@@ -44,6 +44,24 @@ def evidence_record(stored: Mapping[Any, Any]) -> InboxRecord | None:
         processed_at=dt.datetime.fromisoformat(values["processed_at"]),
         expires_at=dt.datetime.fromisoformat(values["expires_at"]),
         result_expires_at=_when(values.get("result_expires_at")),
+    )
+
+
+def _action(
+    record: QuarantineRecord, item: Mapping[str, Any], fallback_id: int
+) -> QuarantineAction:
+    """A trail entry as the SQL inbox's :class:`~inboxguard.QuarantineAction`."""
+    return QuarantineAction(
+        id=int(item.get("id") or fallback_id),
+        quarantine_id=record.id,
+        consumer=record.consumer,
+        command_id=record.command_id,
+        action=str(item["action"]),
+        actor=str(item.get("actor") or "unknown"),
+        reason=str(item.get("reason") or ""),
+        acted_at=dt.datetime.fromisoformat(item["acted_at"]),
+        evidence_digest=item.get("evidence_digest") or None,
+        evidence_processed_at=_when(item.get("evidence_processed_at")),
     )
 
 
@@ -159,37 +177,50 @@ class RedisRecords:
             )
         return replays
 
-    def record_action(
+    def settle(
         self,
         record: QuarantineRecord,
         action: str,
-        actor: str | None,
-        reason: str | None,
+        actor: str,
+        reason: str,
         now: dt.datetime,
-        removed: InboxRecord | None,
-    ) -> None:
-        """Append an operator action to the record's trail (no expiry)."""
+        evidence_key: str,
+    ) -> QuarantineAction | None:
+        """Resolve an open record and append ``action`` to its trail; a release
+        of a payload mismatch also deletes the evidence that refuses the
+        record's payload. None when the record was not open.
+
+        Three steps, each atomic (the record's keys and the evidence key may be
+        in different cluster slots): the resolution, which only one operator
+        wins; the compare-and-delete of the evidence; the trail entry.
+        """
+        if not self.resolve(record.id):
+            return None
+        removed: list[Any] = []
+        if action == "release" and record.reason == "payload_mismatch":
+            reply = run_script(self._client, FORGET, [evidence_key], [record.incoming_digest])
+            removed = [_text(v) for v in reply or []]
+        action_id = int(self._client.incr(self._keys.quarantine_seq + ":actions"))
         item = {
+            "id": action_id,
             "action": action,
             "actor": actor,
             "reason": reason,
             "acted_at": now.isoformat(),
-            "evidence_digest": removed.digest if removed else None,
-            "evidence_processed_at": removed.processed_at.isoformat() if removed else None,
+            "evidence_digest": removed[0] if removed else None,
+            "evidence_processed_at": (removed[1] or None) if removed else None,
         }
         self._client.rpush(self._keys.quarantine_actions + str(record.id), json.dumps(item))
+        return _action(record, item, action_id)
 
-    def actions(self, record_id: int) -> list[dict[str, Any]]:
+    def actions(self, record: QuarantineRecord) -> list[QuarantineAction]:
         """The operator actions on a record, oldest first."""
-        key = self._keys.quarantine_actions + str(int(record_id))
-        found = []
-        for raw in self._client.lrange(key, 0, -1):
-            item = json.loads(_text(raw))
-            item["acted_at"] = dt.datetime.fromisoformat(item["acted_at"])
-            processed = item.get("evidence_processed_at")
-            item["evidence_processed_at"] = _when(processed)
-            found.append(item)
-        return found
+        key = self._keys.quarantine_actions + str(record.id)
+        raw_items = self._client.lrange(key, 0, -1)
+        return [
+            _action(record, json.loads(_text(raw)), position)
+            for position, raw in enumerate(raw_items, start=1)
+        ]
 
     def drop(self, batch: int = 500) -> int:
         """Delete every key of the prefix (evidence, leases, quarantine); return how many."""
