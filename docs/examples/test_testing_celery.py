@@ -10,6 +10,7 @@ database of its own (SQLite has one writer at a time).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def ship(kit: FaultKit) -> Any:
         session_factory=sessionmaker(kit.inbox.engine),
         command_id="order_id",
         consumer="shipping.buy-label",
-        name=f"shipping.buy_label.{id(kit)}",  # one task per test
+        name=f"shipping.buy_label.{uuid.uuid4().hex}",  # one task per test
     )
     def buy_label(order_id: str, amount: int) -> dict[str, str]:
         receipt = ledger.execute(f"{order_id}/label", provider, {"amount": amount})
