@@ -26,10 +26,19 @@ from inboxguard.errors import (
     InProgressError,
     PayloadMismatchError,
 )
+from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.sql.dialects import Claim
 
-__all__ = ["Delivery", "busy_error", "prepare", "result_params", "stale_error", "verdict"]
+__all__ = [
+    "Delivery",
+    "busy_error",
+    "prepare",
+    "refusal_values",
+    "result_params",
+    "stale_error",
+    "verdict",
+]
 
 logger = logging.getLogger("inboxguard")
 
@@ -215,4 +224,19 @@ def _mismatch(delivery: Delivery, stored: str) -> PayloadMismatchError:
         command_id=delivery.command_id,
         stored_digest=stored,
         incoming_digest=delivery.digest,
+    )
+
+
+def refusal_values(
+    delivery: Delivery, reason: str, *, stored_digest: str | None = None
+) -> dict[str, Any]:
+    """The quarantine record of a refused delivery, as every store writes it."""
+    return quarantine_values(
+        consumer=delivery.consumer,
+        command_id=delivery.command_id,
+        reason=str(reason),
+        incoming_digest=delivery.digest,
+        stored_digest=stored_digest,
+        now=delivery.now,
+        details=delivery.details,
     )

@@ -48,11 +48,11 @@ from inboxguard.inbox._decide import (
     Delivery,
     busy_error,
     prepare,
+    refusal_values,
     result_params,
     stale_error,
     verdict,
 )
-from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.sql.dialects import Claim, Dialect, dialect_for
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
@@ -231,15 +231,7 @@ class GuardFlows:
     def _refusal(
         self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
     ) -> WriteQuarantine:
-        values = quarantine_values(
-            consumer=delivery.consumer,
-            command_id=delivery.command_id,
-            reason=str(reason),
-            incoming_digest=delivery.digest,
-            stored_digest=stored_digest,
-            now=delivery.now,
-            details=delivery.details,
-        )
+        values = refusal_values(delivery, reason, stored_digest=stored_digest)
         return WriteQuarantine(self._upsert_quarantine, values)
 
 

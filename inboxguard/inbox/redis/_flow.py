@@ -43,9 +43,15 @@ from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import Telemetry, telemetry_for
 from inboxguard.errors import ConfigurationError, InProgressError, PayloadMismatchError
-from inboxguard.inbox._decide import Delivery, busy_error, prepare, result_params, stale_error
+from inboxguard.inbox._decide import (
+    Delivery,
+    busy_error,
+    prepare,
+    refusal_values,
+    result_params,
+    stale_error,
+)
 from inboxguard.inbox._decide import verdict as judge
-from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.inbox.redis._keys import CommandKeys, KeySpace, slot_of
 from inboxguard.inbox.redis._requests import (
@@ -267,15 +273,7 @@ class RedisFlows:
     def _refusal(
         self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
     ) -> Refuse:
-        values = quarantine_values(
-            consumer=delivery.consumer,
-            command_id=delivery.command_id,
-            reason=str(reason),
-            incoming_digest=delivery.digest,
-            stored_digest=stored_digest,
-            now=delivery.now,
-            details=delivery.details,
-        )
+        values = refusal_values(delivery, reason, stored_digest=stored_digest)
         return Refuse(values)
 
 
