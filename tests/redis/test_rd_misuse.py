@@ -4,12 +4,13 @@ settings, and, on a cluster, a key in another hash slot."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
 import pytest
 
-from inboxguard import ConfigurationError, RedisInbox
+from inboxguard import ConfigurationError, InProgressError, RedisInbox
 from tests.redis.conftest import DAY
 
 
@@ -191,3 +192,38 @@ def test_rd7_client_options_change_nothing(options: dict[str, Any], key_prefix: 
         assert int(client.get(f"{key_prefix}{{{tag}}}n")) == 1
     finally:
         client.close()
+
+
+def test_rd7_a_pipeline_made_with_transaction_false_still_commits_in_one_exec(
+    redis_client: Any, key_prefix: str
+) -> None:
+    """``client.pipeline(transaction=False)`` does not loosen the promise: the
+    guard opens MULTI itself, so claim and writes share one EXEC and racing
+    copies apply once."""
+    import threading
+
+    box = _box(redis_client, key_prefix)
+    outside_multi: list[str] = []
+
+    def deliver(cid: str, barrier: threading.Barrier) -> None:
+        pipe = redis_client.pipeline(transaction=False)
+        barrier.wait()
+        with (
+            contextlib.suppress(InProgressError),
+            box.guard(pipe, consumer="c", command_id=cid, payload={"n": 1}) as entry,
+        ):
+            if not pipe.explicit_transaction:
+                outside_multi.append(cid)
+            if not entry.duplicate:
+                pipe.incr(f"{key_prefix}applied:{cid}")
+
+    for n in range(20):
+        barrier = threading.Barrier(4)
+        threads = [threading.Thread(target=deliver, args=(f"t{n}", barrier)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert outside_multi == []
+    counts = [int(redis_client.get(f"{key_prefix}applied:t{n}") or 0) for n in range(20)]
+    assert counts == [1] * 20
