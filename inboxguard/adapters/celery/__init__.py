@@ -13,6 +13,7 @@ or whose replay windows outlive an inbox's evidence horizon.
 
 from __future__ import annotations
 
+from inboxguard.adapters.celery._decorator import inbox_task
 from inboxguard.adapters.celery._startup import (
     REPLAY_WINDOWS_SETTING,
     ReplayWindows,
@@ -22,7 +23,7 @@ from inboxguard.adapters.celery._startup import (
     replay_windows,
     stamp_sent_at,
 )
-from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask, inbox_task
+from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
 __all__ = [
     "REPLAY_WINDOWS_SETTING",

@@ -12,19 +12,28 @@ synchronous wrapper; only the I/O is awaited.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from dramatiq import Actor
+from dramatiq.asyncio import async_to_sync, get_event_loop_thread, set_event_loop_thread
 from dramatiq.broker import MessageProxy
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-from inboxguard import Inbox
+from inboxguard import ConfigurationError, Inbox
 from inboxguard.adapters._evidence import Refused, record_refusal_async
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.dramatiq._guard import GuardCore
 
-__all__ = ["AsyncGuard", "AsyncSessionFactory", "async_guarded"]
+__all__ = [
+    "AsyncGuard",
+    "AsyncSessionFactory",
+    "async_guarded",
+    "coroutine_fn_of",
+    "stop_event_loop_thread",
+]
 
 #: Opens a new AsyncSession (or AsyncConnection) per message.
 AsyncSessionFactory = Callable[[], AsyncSession | AsyncConnection]
@@ -107,3 +116,46 @@ def async_guarded(guard: AsyncGuard) -> AsyncFn:
         return await guard.call(*args, **kwargs)
 
     return guarded
+
+
+async def _probe() -> None:
+    """Only here to recognise the wrapper ``async_to_sync`` builds."""
+
+
+#: The code object of Dramatiq's ``async_to_sync`` wrapper.
+_ASYNC_TO_SYNC_CODE = async_to_sync(_probe).__code__
+
+
+def coroutine_fn_of(actor: Actor[Any, Any]) -> Any:
+    """The coroutine function of an async actor, or None for a sync actor.
+
+    Dramatiq replaces an ``async def`` actor's function with its
+    ``async_to_sync`` wrapper before this middleware sees it; peel exactly
+    that layer (decorators of the user's own stay in place).
+
+    Raises:
+        ConfigurationError: the function wraps a coroutine function some
+            other way, so it cannot be told whether it runs on a loop.
+    """
+    fn = actor.fn
+    if getattr(fn, "__code__", None) is _ASYNC_TO_SYNC_CODE:
+        inner = fn.__wrapped__  # type: ignore[attr-defined]
+        if inspect.iscoroutinefunction(inner):
+            return inner
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn)):
+        msg = (
+            f"actor {actor.actor_name!r} wraps an async def function in a way InboxMiddleware"
+            " cannot guard; declare the async def function itself as the actor"
+        )
+        raise ConfigurationError(msg)
+    return None
+
+
+def stop_event_loop_thread() -> None:
+    """Stop the event loop thread an ``AsyncIO`` middleware listed before this
+    one has already started: the worker will not start, so nothing else stops
+    it, and its non-daemon thread would keep the refused process alive."""
+    thread = get_event_loop_thread()
+    if thread is not None:
+        thread.stop()  # type: ignore[no-untyped-call]
+        set_event_loop_thread(None)

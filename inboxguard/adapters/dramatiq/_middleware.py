@@ -16,13 +16,12 @@ See ``docs/adapters/dramatiq.md`` for the recipe and its guarantees.
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from dramatiq import Actor, Broker, Middleware, Worker
-from dramatiq.asyncio import async_to_sync, get_event_loop_thread, set_event_loop_thread
+from dramatiq.asyncio import async_to_sync
 from dramatiq.broker import MessageProxy
 from dramatiq.middleware import AsyncIO, MiddlewareError
 
@@ -33,7 +32,13 @@ from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
-from inboxguard.adapters.dramatiq._async_guard import AsyncGuard, AsyncSessionFactory, async_guarded
+from inboxguard.adapters.dramatiq._async_guard import (
+    AsyncGuard,
+    AsyncSessionFactory,
+    async_guarded,
+    coroutine_fn_of,
+    stop_event_loop_thread,
+)
 from inboxguard.adapters.dramatiq._guarantee import (
     GUARANTEE_OPTION,
     check_guarantee,
@@ -212,7 +217,7 @@ class InboxMiddleware(Middleware):
                 raise ConfigurationError(msg)
             return
         fn = actor.fn
-        coroutine_fn = _dramatiq_async_fn(actor)
+        coroutine_fn = coroutine_fn_of(actor)
         consumer = validate_identity(options.get("inbox_consumer", actor.actor_name), "consumer")
         shared = bool(options.get("inbox_shared_consumer", False))
         check_guarantee(options.get(GUARANTEE_OPTION), actor.actor_name)
@@ -276,7 +281,7 @@ class InboxMiddleware(Middleware):
             log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
-            _stop_event_loop_thread()
+            stop_event_loop_thread()
             if isinstance(error, RetentionMisalignedError):
                 raise _RefusedRetentionError(
                     error.args[0], window=error.window, length=error.length, horizon=error.horizon
@@ -337,49 +342,6 @@ class InboxMiddleware(Middleware):
     def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
         """Forget the message."""
         current_message.set(None)
-
-
-async def _probe() -> None:
-    """Only here to recognise the wrapper ``async_to_sync`` builds."""
-
-
-#: The code object of Dramatiq's ``async_to_sync`` wrapper.
-_ASYNC_TO_SYNC_CODE = async_to_sync(_probe).__code__
-
-
-def _dramatiq_async_fn(actor: Actor[Any, Any]) -> Any:
-    """The coroutine function of an async actor, or None for a sync actor.
-
-    Dramatiq replaces an ``async def`` actor's function with its
-    ``async_to_sync`` wrapper before this middleware sees it; peel exactly
-    that layer (decorators of the user's own stay in place).
-
-    Raises:
-        ConfigurationError: the function wraps a coroutine function some
-            other way, so it cannot be told whether it runs on a loop.
-    """
-    fn = actor.fn
-    if getattr(fn, "__code__", None) is _ASYNC_TO_SYNC_CODE:
-        inner = fn.__wrapped__  # type: ignore[attr-defined]
-        if inspect.iscoroutinefunction(inner):
-            return inner
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn)):
-        msg = (
-            f"actor {actor.actor_name!r} wraps an async def function in a way InboxMiddleware"
-            " cannot guard; declare the async def function itself as the actor"
-        )
-        raise ConfigurationError(msg)
-    return None
-
-
-def _stop_event_loop_thread() -> None:
-    """Stop the event loop thread an ``AsyncIO`` middleware listed before this
-    one has already started: the worker will not start, so nothing else stops
-    it, and its non-daemon thread would keep the refused process alive."""
-    thread = get_event_loop_thread()
-    if thread is not None:
-        thread.stop()  # type: ignore[no-untyped-call]
-        set_event_loop_thread(None)
 
 
 def _exclude(actor_name: str, value: object) -> tuple[str, ...]:
