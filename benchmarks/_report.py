@@ -29,13 +29,38 @@ def machine() -> str:
     return f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores"
 
 
-def write_section(name: str, title: str, body: str) -> None:
-    """Replace (or append) the section ``name`` of docs/benchmarks.md."""
+def write_section(
+    name: str,
+    title: str,
+    body: str,
+    *,
+    load: object | None = None,
+    rounds: int | None = None,
+    command: str | None = None,
+) -> None:
+    """Replace (or append) the section ``name`` of docs/benchmarks.md.
+
+    ``load`` (a :class:`benchmarks._harness.Load`) and ``rounds`` are printed
+    under the title with the ``command`` that produced the section (default
+    ``python -m benchmarks NAME``). A run of fewer than five rounds prints its
+    section and leaves the page alone.
+    """
+    from benchmarks._harness import publishable
+
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    command = command or f"python -m benchmarks {name}"
+    meta = f"_Measured {stamp} on {machine()} by `{command}`"
+    if rounds is not None:
+        meta += f", {rounds} rounds"
+    if load is not None:
+        meta += f"; {load}"
     section = (
-        f"<!-- bench:{name} -->\n## {title}\n\n_Measured {stamp} on {machine()}._\n\n"
-        f"{body.strip()}\n<!-- /bench:{name} -->"
+        f"<!-- bench:{name} -->\n## {title}\n\n{meta}._\n\n{body.strip()}\n<!-- /bench:{name} -->"
     )
+    if rounds is not None and not publishable(rounds):
+        print(section)
+        print(f"({rounds} rounds: a smoke run, docs/benchmarks.md left alone)")
+        return
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
     pattern = re.compile(
         rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S
