@@ -37,7 +37,9 @@ docs: $(STAMP)
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
+# The bench extra brings AWS Powertools, which the Redis and peers benchmarks compare against.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[all,dev,bench]'
 	$(BIN)/python -m benchmarks
 
 services:

@@ -1,4 +1,5 @@
-"""Run every ``benchmarks/bench_*.py`` (or those named on the command line).
+"""Run every ``benchmarks/bench_*.py`` and ``benchmarks/peers.py`` (or those
+named on the command line).
 
 Each module exposes ``main() -> None``, prints its table and writes it to its
 section of docs/benchmarks.md. After a full run (no names given) the
@@ -19,7 +20,8 @@ def main() -> None:
     if wanted == ["targets"]:
         importlib.import_module("benchmarks.targets").main()
         return
-    for path in sorted(here.glob("bench_*.py")):
+    # peers.py is named by its issue; it runs with the bench_*.py modules.
+    for path in [*sorted(here.glob("bench_*.py")), here / "peers.py"]:
         if wanted and path.stem.removeprefix("bench_") not in wanted and path.stem not in wanted:
             continue
         print(f"== {path.stem}", flush=True)
