@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ("commit", "return", "late")
 #: The line a child prints where it waits to be killed, per scenario.
 SIGNAL = {"commit": "committed", "return": "returned", "late": "done"}
+#: Seconds: the tools' time to live in the ``commit`` and ``late`` scenarios.
+SHORT_TTL = 2
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def play(
     prefix: str,
     variants: Sequence[str] = VARIANTS,
     *,
-    ttl: int = 2,
+    ttl: int = SHORT_TTL,
     timeout: float = 60.0,
 ) -> list[Outcome]:
     """Play every scenario against every variant; one :class:`Outcome` each."""

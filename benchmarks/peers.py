@@ -34,12 +34,13 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from importlib.metadata import version
+from queue import Empty
 from typing import Any
 
 from sqlalchemy import create_engine, text
 
 from benchmarks import _harness
-from benchmarks._peers_crash import SCENARIOS, Outcome, play
+from benchmarks._peers_crash import SCENARIOS, SHORT_TTL, Outcome, play
 from benchmarks._peers_variants import DEDUP, VARIANTS, Peers, Place, create, drop_keys
 from benchmarks._report import table, write_section
 
@@ -88,6 +89,18 @@ def _worker(place: dict[str, Any], worker: int, order: list[str], barrier: Any, 
     queue.put(timings)
 
 
+def _result(queue: Any, procs: list[Any]) -> dict[str, float]:
+    """The next worker's timings; fails at once when a worker died instead."""
+    while True:
+        try:
+            return dict(queue.get(timeout=2))
+        except Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                msg = f"a worker exited with {dead[0]} (its traceback is above)"
+                raise RuntimeError(msg) from None
+
+
 def _round(db_url: str, workers: int, order: list[str]) -> dict[str, float]:
     """One round: seconds per message of each phase, for the slowest worker."""
     place = Place(db_url, REDIS_URL, f"p{uuid.uuid4().hex[:8]}_")
@@ -101,7 +114,7 @@ def _round(db_url: str, workers: int, order: list[str]) -> dict[str, float]:
     try:
         for proc in procs:
             proc.start()
-        results = [queue.get(timeout=900) for _ in procs]
+        results = [_result(queue, procs) for _ in procs]
         for proc in procs:
             proc.join(60)
     finally:
@@ -248,7 +261,7 @@ decides whether the command was applied twice:
   after Powertools' `expires_after_seconds` and the lock's timeout have passed,
   well inside inboxguard's retention (one day here).
 
-In (a) and (b) the tools' time to live is 2 s, standing in for their defaults (an
+In (a) and (b) the tools' time to live is {SHORT_TTL} s, standing in for their defaults (an
 hour for Powertools and the lock, 60 s for `RedisInbox`'s lease): the outcome is
 the same, only sooner. "Record at the kill" is what the variant's own store held
 right after the kill in (a); the mutation and the record are atomic when that

@@ -13,6 +13,7 @@ import importlib.util
 import pytest
 
 from benchmarks._peers_crash import SCENARIOS, Outcome, play
+from benchmarks._peers_variants import DEDUP, VARIANTS, Peers, Place, create, drop_keys
 from tests.conftest import REDIS_URL, require_service, unique
 
 POWERTOOLS = importlib.util.find_spec("aws_lambda_powertools") is not None
@@ -53,3 +54,31 @@ def test_pr1_inboxguard_applies_once_where_a_lock_applies_twice(pg_url: str) -> 
         assert by["powertools", "return"].applied == 1, by["powertools", "return"]
         # Redelivered after the expiry: applied again.
         assert by["powertools", "late"].applied == 2, by["powertools", "late"]
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Couldn't determine the remaining time left",
+    "ignore:RedisCachePersistenceLayer will be removed",
+)
+def test_pr1_each_variant_answers_an_immediate_duplicate_as_the_table_says(pg_url: str) -> None:
+    """The benchmark's duplicate pass measures real duplicates: delivered twice in a
+    row, the deduplicating variants apply once (Powertools answers with the stored
+    result), the bare handler and the released lock apply twice."""
+    require_service("redis")
+    place = Place(pg_url, REDIS_URL, unique("pr") + "_")
+    create(place, accounts=1)
+    peers = Peers(place)
+    try:
+        for variant in VARIANTS:
+            if variant == "powertools" and not POWERTOOLS:
+                continue
+            cid = f"twice-{variant}"
+            first = peers.handlers[variant](cid)
+            again = peers.handlers[variant](cid)
+            expected = 1 if variant in DEDUP else 2
+            assert peers.applied(cid) == expected, variant
+            if variant in {"inboxguard", "redis-inbox", "powertools"}:
+                assert again == first == {"applied": cid}, variant  # the stored result
+    finally:
+        peers.close()
+        drop_keys(place)
