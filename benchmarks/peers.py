@@ -26,9 +26,11 @@ the page alone), ``BENCH_PEERS_MESSAGES`` (default 800),
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing as mp
 import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -285,6 +287,8 @@ record was already complete, committed with the mutation.
 
 def main() -> None:
     """Measure the peers at 1 and 4 workers, play the crashes, write the section."""
+    if importlib.util.find_spec("aws_lambda_powertools") is None:
+        sys.exit("peers compares against AWS Powertools: pip install -e '.[bench]' first")
     started = time.monotonic()
     n_rounds = _harness.rounds()
     load = _harness.Load()
