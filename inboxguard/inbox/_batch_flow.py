@@ -125,24 +125,18 @@ class BatchFlows:
         for i, d in enumerate(deliveries):
             if entries[i] is None:
                 first.setdefault(d.command_id, i)
-        claims: dict[str, Claim] = {}
         keys = sorted(first)
+        claims: dict[str, Claim] = {}
         if keys and statements.reads_first:
             # Judge (and quarantine) what is stored before the insert takes
             # the write lock (SQLite: one writer at a time).
             claims = yield from _run(statements.read(consumer, keys), consumer, keys)
             keys = [k for k in keys if k not in claims]
-        for judged in (False, True):
-            if judged and keys:
-                claims.update(
-                    (yield from self._claim(statements, consumer, keys, deliveries, first))
-                )
-            for i, d in enumerate(deliveries):
-                if entries[i] is None and d.command_id in claims:
-                    source = entries[first[d.command_id]] if first[d.command_id] != i else None
-                    entries[i] = yield from self._judge(
-                        i, d, items[i], claims[d.command_id], source
-                    )
+            yield from self._judge_all(entries, deliveries, items, first, claims)
+            yield from self._refuse_conflicting_repeats(entries, deliveries, items, first, keys)
+        if keys:
+            claims.update((yield from self._claim(statements, consumer, keys, deliveries, first)))
+        yield from self._judge_all(entries, deliveries, items, first, claims)
         batch = InboxBatch([e for e in entries if e is not None])
         self._report(batch)
         end: BlockExit = yield BatchHandOver(batch)
@@ -150,6 +144,39 @@ class BatchFlows:
             raise _boundary_error(consumer, len(batch)) from end.error
         if end.error is None:
             yield from self._store_results(statements, consumer, batch)
+
+    def _judge_all(
+        self,
+        entries: list[BatchEntry | None],
+        deliveries: Sequence[Delivery],
+        items: Sequence[BatchCommand],
+        first: Mapping[str, int],
+        claims: Mapping[str, Claim],
+    ) -> Generator[WriteQuarantine, Any, None]:
+        """Judge, in input order, every entry not yet judged whose ID was claimed."""
+        for i, d in enumerate(deliveries):
+            if entries[i] is None and d.command_id in claims:
+                source = entries[first[d.command_id]] if first[d.command_id] != i else None
+                entries[i] = yield from self._judge(i, d, items[i], claims[d.command_id], source)
+
+    def _refuse_conflicting_repeats(
+        self,
+        entries: list[BatchEntry | None],
+        deliveries: Sequence[Delivery],
+        items: Sequence[BatchCommand],
+        first: Mapping[str, int],
+        absent: Sequence[str],
+    ) -> Generator[WriteQuarantine, Any, None]:
+        """Refuse, before the insert, the repeats of an absent ID whose payload
+        differs from the entry that will claim it."""
+        absent_keys = set(absent)
+        for i, d in enumerate(deliveries):
+            claimer = deliveries[first.get(d.command_id, i)]
+            conflicting = claimer is not d and d.digest != claimer.digest
+            if entries[i] is None and conflicting and d.command_id in absent_keys:
+                entries[i] = yield from self._judge(
+                    i, d, items[i], Claim(False, claimer.digest), None
+                )
 
     def _judge(
         self,
