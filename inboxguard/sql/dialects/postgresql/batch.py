@@ -32,6 +32,15 @@ from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 __all__ = ["PostgresqlBatch"]
 
 _KEYS = "unnest(CAST(:ids AS VARCHAR[]), CAST(:digests AS VARCHAR[])) AS k(command_id, digest)"
+#: One primary-key lookup per key ``k.command_id``, as a LATERAL subquery the
+#: planner cannot flatten (``OFFSET 0``): a join it could plan would scan every
+#: row of the consumer when the table's statistics lag behind its growth (a
+#: hash join measured 6 ms a batch on 10,000 rows).
+_LOOKUP = (
+    "LATERAL (SELECT {cols} FROM {{inbox}}"
+    " WHERE consumer = :consumer AND command_id = k.command_id OFFSET 0) AS f"
+)
+_BY_KEY = "unnest(CAST(:ids AS VARCHAR[])) AS k(command_id), " + _LOOKUP
 
 
 class PostgresqlBatch(BatchStatements):
@@ -55,16 +64,19 @@ class PostgresqlBatch(BatchStatements):
                 column("fresh", Boolean()),
             )
         )
+        # The rows are found key by key (primary key) and updated by their
+        # physical address (a TID scan): no plan can scan the consumer's rows.
         self._store = table_text(
             "UPDATE {inbox} AS s SET result = v.result"
             " FROM unnest(CAST(:ids AS VARCHAR[]), CAST(:results AS TEXT[]))"
             " AS v(command_id, result)"
-            " WHERE s.consumer = :consumer AND s.command_id = v.command_id",
+            f" WHERE s.ctid = ANY(ARRAY(SELECT f.ctid FROM {_BY_KEY.format(cols='ctid')}))"
+            " AND s.command_id = v.command_id",
             inbox=tables.inbox,
         )
         self._read_any = table_text(
-            "SELECT command_id, digest, result, result_expires_at FROM {inbox}"
-            " WHERE consumer = :consumer AND command_id = ANY(CAST(:ids AS VARCHAR[]))",
+            "SELECT k.command_id, f.digest, f.result, f.result_expires_at"
+            f" FROM {_BY_KEY.format(cols='digest, result, result_expires_at')}",
             inbox=tables.inbox,
         ).columns(
             column("command_id", id_type()),
@@ -127,10 +139,10 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
         " ORDER BY k.command_id"
         " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING command_id, digest"
     )
+    # Driven by the keys: one primary-key lookup per key (_LOOKUP).
     stored = (
-        " FROM {inbox} AS s WHERE s.consumer = :consumer"
-        " AND s.command_id = ANY(CAST(:ids AS VARCHAR[]))"
-        " AND s.command_id NOT IN (SELECT command_id FROM claimed)"
+        f" FROM {_KEYS}, {_LOOKUP.format(cols='digest, result, result_expires_at')}"
+        " WHERE k.command_id NOT IN (SELECT command_id FROM claimed)"
     )
     if lock_timeout is None:
         return (
@@ -138,7 +150,7 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
             " SELECT command_id, digest, NULL AS result, NULL AS result_expires_at,"
             " true AS fresh FROM claimed"
             " UNION ALL"
-            f" SELECT s.command_id, s.digest, s.result, s.result_expires_at, false{stored}"
+            f" SELECT k.command_id, f.digest, f.result, f.result_expires_at, false{stored}"
         )
     millis = max(1, int(lock_timeout.total_seconds() * 1000))
     return (
@@ -148,7 +160,7 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
         " SELECT command_id, digest, NULL AS result, NULL AS result_expires_at,"
         " true AS fresh, NULL AS restored FROM claimed"
         " UNION ALL"
-        f" SELECT s.command_id, s.digest, s.result, s.result_expires_at, false, NULL{stored}"
+        f" SELECT k.command_id, f.digest, f.result, f.result_expires_at, false, NULL{stored}"
         " UNION ALL"
         " SELECT NULL, NULL, NULL, NULL, NULL,"
         " set_config('lock_timeout', (SELECT v FROM prev), true)"
