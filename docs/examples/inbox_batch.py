@@ -31,11 +31,17 @@ def charge_batch(messages: list[dict]) -> list[object]:
         ) as batch:
             for entry in batch.fresh:  # claimed by this transaction: apply them
                 body = entry.payload
+                if body["cents"] <= 0:  # this one cannot be applied: give it back alone
+                    entry.release()  # its claim is dropped; do not ack its message
+                    continue
                 session.execute(invoices.insert().values(id=body["invoice"], cents=body["cents"]))
                 entry.result = {"charged": body["cents"]}  # stored at the block's exit
         # Every entry, in input order: ack duplicates and fresh ones after the
         # commit; dead-letter the refused ones (already quarantined).
-        return [entry.error if entry.refused else entry.result for entry in batch]
+        return [
+            entry.error if entry.refused else "retry later" if entry.released else entry.result
+            for entry in batch
+        ]
 
 
 # --8<-- [end:batch]
@@ -52,15 +58,19 @@ first = charge_batch([message(0, "1", 100), message(1, "2", 200)])
 assert first == [{"charged": 100}, {"charged": 200}]
 # A redelivered batch: inv-1 again (a duplicate with its stored result), inv-2
 # with another amount (refused and quarantined), inv-3 new, and a message sent
-# before the evidence horizon (refused alone): one batch, four answers.
+# before the evidence horizon (refused alone), and inv-5 that cannot be applied
+# (released): one batch, five answers.
 again = charge_batch(
     [
         message(2, "1", 100),
         message(3, "2", 999),
         message(4, "3", 300),
         message(5, "4", 400, sent_at=now - timedelta(days=90)),
+        message(6, "5", 0),
     ]
 )
+assert again[4] == "retry later"  # released: inv-5 left no evidence
+assert inbox.lookup("billing.charge-invoice", "inv-5") is None
 assert again[0] == {"charged": 100}
 assert isinstance(again[1], inboxguard.PayloadMismatchError)
 assert again[2] == {"charged": 300}

@@ -47,6 +47,7 @@ class BatchEntry:
     """
 
     __slots__ = (
+        "_released",
         "_result",
         "_result_set",
         "_source",
@@ -84,6 +85,7 @@ class BatchEntry:
         self.error = error
         self._result = result
         self._result_set = False
+        self._released = False
         self._source = source
 
     @property
@@ -95,6 +97,30 @@ class BatchEntry:
     def refused(self) -> bool:
         """Refused and quarantined: do not apply it; dead-letter its message."""
         return self.error is not None
+
+    @property
+    def released(self) -> bool:
+        """Given back with :meth:`release`: its evidence is deleted at the block's exit."""
+        return self._released
+
+    def release(self) -> None:
+        """Give this fresh command back without failing the batch: its
+        evidence row is deleted at the block's normal exit, in the same
+        transaction (no result is stored), so its next delivery is fresh.
+
+        Undo the command's own changes first (run them in a savepoint), and
+        do not acknowledge its message: it must be delivered again.
+
+        Raises:
+            AttributeError: the entry is not fresh.
+        """
+        if not self.fresh:
+            msg = (
+                f"entry {self.index} ({self.command_id!r}) is {self.outcome}:"
+                " only a fresh entry can be released"
+            )
+            raise AttributeError(msg)
+        self._released = True
 
     @property
     def outcome(self) -> str:

@@ -20,8 +20,9 @@ each piece of I/O with the requests of :mod:`._flow` (and
    in the batch is judged as a redelivery of that earlier one;
 6. the caller's block runs with the :class:`~._batch.InboxBatch`; at its
    exit the transaction must still be the one the claim was made in;
-7. after a normal exit, the results assigned to fresh entries are stored in
-   one statement (PostgreSQL) or one per 500 results.
+7. after a normal exit, the released entries' rows are deleted and the
+   results assigned to fresh entries are stored, in one statement each
+   (PostgreSQL) or one per 500 entries.
 """
 
 from __future__ import annotations
@@ -237,10 +238,17 @@ class BatchFlows:
     def _store_results(
         self, statements: BatchStatements, consumer: str, batch: InboxBatch
     ) -> Generator[Execute, Any, None]:
+        released = [e.command_id for e in batch if e.released]
+        if released:
+            gone = 0
+            for stmt, params in statements.release(consumer, released):
+                gone += (yield Execute(stmt, params)).rowcount
+            if gone != len(released):
+                raise _results_vanished(consumer, len(released), gone)
         results = [
             (e.command_id, canonical_json(e.result, root=f"batch[{e.index}].result"))
             for e in batch
-            if e._result_set and e.result is not None  # noqa: SLF001 - our own entries
+            if e._result_set and not e.released and e.result is not None  # noqa: SLF001
         ]
         if not results:
             return
@@ -379,8 +387,9 @@ def _boundary_error(consumer: str, size: int) -> ConfigurationError:
 
 def _results_vanished(consumer: str, expected: int, matched: int) -> ConfigurationError:
     msg = (
-        f"storing {expected} results of a batch of consumer {consumer!r} matched {matched}"
-        " inbox rows: claims were deleted or rolled back inside the guarded block. Never"
-        " delete inbox rows or roll back past the claim inside the block. Roll back now"
+        f"storing (or releasing) {expected} entries of a batch of consumer {consumer!r}"
+        f" matched {matched} inbox rows: claims were deleted or rolled back inside the"
+        " guarded block. Never delete inbox rows or roll back past the claim inside the"
+        " block. Roll back now"
     )
     return ConfigurationError(msg)

@@ -178,3 +178,33 @@ def test_bt6_batches_larger_than_a_statement_chunk(setup: Setup) -> None:
             assert [e.result for e in batch] == list(range(1200))
     with s.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(s.inbox.tables.inbox)) == 1200
+
+
+def test_bt13_a_released_entry_is_fresh_again(setup: Setup) -> None:
+    """One command of the batch fails in a savepoint and is released: the
+    others commit with their results, the released one leaves no evidence
+    and no change, and its next delivery is fresh; only a fresh entry can be
+    released."""
+    s = setup
+    _single(s, "done", {})
+    commands = [("ok", {}), ("poison", {}), ("done", {})]
+    with Session(s.engine) as session, session.begin():
+        with s.inbox.guard_batch(session, consumer="c", commands=commands) as batch:
+            for entry in batch.fresh:
+                try:
+                    with session.begin_nested():
+                        apply(session.connection(), s.accounts, s.ledger, entry.command_id, 1)
+                        entry.result = "applied"
+                        if entry.command_id == "poison":
+                            raise ValueError("cannot apply")
+                except ValueError:
+                    entry.release()
+            with pytest.raises(AttributeError, match="only a fresh entry"):
+                batch[2].release()
+            assert [e.released for e in batch] == [False, True, False]
+    assert s.ledger_ids() == ["done", "ok"]
+    assert s.inbox.lookup("c", "poison") is None
+    assert s.inbox.lookup("c", "ok").result == "applied"  # type: ignore[union-attr]
+    with Session(s.engine) as session, session.begin():
+        with s.inbox.guard_batch(session, consumer="c", commands=commands) as batch:
+            assert [e.outcome for e in batch] == ["duplicate", "fresh", "duplicate"]

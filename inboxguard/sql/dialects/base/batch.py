@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Executable, bindparam, select
+from sqlalchemy import Executable, bindparam, delete, select
 from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Step, Steps
@@ -65,6 +65,10 @@ class BatchStatements(ABC):
         self.tables = tables
         self.lock_timeout = lock_timeout
         c = tables.inbox.c
+        self._release = delete(tables.inbox).where(
+            c.consumer == bindparam("consumer"),
+            c.command_id.in_(bindparam("ids", expanding=True)),
+        )
         self._read = select(c.command_id, c.digest, c.result, c.result_expires_at).where(
             c.consumer == bindparam("consumer"),
             c.command_id.in_(bindparam("ids", expanding=True)),
@@ -100,6 +104,11 @@ class BatchStatements(ABC):
     def read_step(self, consumer: str, keys: Sequence[str]) -> Step:
         """One statement reading the stored rows of ``keys``."""
         return self._read, {"consumer": consumer, "ids": list(keys)}
+
+    def release(self, consumer: str, keys: Sequence[str]) -> list[Step]:
+        """Statements deleting the claims of ``keys`` (given back by the
+        caller); their row counts add up to ``len(keys)``."""
+        return [(self._release, {"consumer": consumer, "ids": list(p)}) for p in chunks(keys)]
 
     @abstractmethod
     def store_results(self, consumer: str, results: Sequence[tuple[str, str]]) -> list[Step]:
