@@ -104,8 +104,7 @@ class BatchFlows:
         excluded = exclude if isinstance(exclude, str) else tuple(exclude)
         deliveries = [self._prepare(i, consumer, c, excluded, now) for i, c in enumerate(items)]
         stale = [
-            stale_error(d, c.sent_at, self._retention) if c.sent_at is not None else None
-            for d, c in zip(deliveries, items, strict=True)
+            self._stale(i, d, c) for i, (d, c) in enumerate(zip(deliveries, items, strict=True))
         ]
         return self._flow(consumer, items, deliveries, stale)
 
@@ -277,6 +276,16 @@ class BatchFlows:
             found = batch_for(sa_dialect, self._tables, self._lock_timeout)
             self._statements[sa_dialect] = found
         return found
+
+    def _stale(self, index: int, delivery: Delivery, item: BatchCommand) -> Any:
+        """The refusal of a command sent before the horizon, or None."""
+        if item.sent_at is None:
+            return None
+        try:
+            return stale_error(delivery, item.sent_at, self._retention)
+        except ConfigurationError as error:
+            msg = f"commands[{index}].sent_at (command {item.command_id!r}): {error}"
+            raise ConfigurationError(msg) from None
 
     def _refusal(
         self, delivery: Delivery, reason: str, *, stored_digest: str | None = None

@@ -46,9 +46,9 @@ def test_bt7_commands_of_another_shape_are_refused(
 
 
 def test_bt7_bad_ids_and_payloads_name_their_index(setup: Setup) -> None:
-    """A bad command ID (empty, padded, a str subclass, None, too long) or an
-    unencodable payload anywhere refuses the whole batch before any I/O,
-    naming its index; so does a bad consumer."""
+    """A bad command ID (empty, padded, a str subclass, None, too long), an
+    unencodable payload or a naive ``sent_at`` anywhere refuses the whole
+    batch before any I/O, naming its index; so does a bad consumer."""
 
     class Tag(str):
         __slots__ = ()
@@ -66,6 +66,11 @@ def test_bt7_bad_ids_and_payloads_name_their_index(setup: Setup) -> None:
             with setup.inbox.guard_batch(session, consumer="c", commands=cmds):
                 pytest.fail("the block must not run")
     assert raised.value.path.startswith("commands[2].")
+    naive = BatchCommand("n", {}, sent_at=dt.datetime(2026, 1, 1))  # naive: the mistake
+    with pytest.raises(ConfigurationError, match=r"commands\[1\]\.sent_at"):
+        with Session(setup.engine) as session:
+            with setup.inbox.guard_batch(session, consumer="c", commands=[("a", {}), naive]):
+                pytest.fail("the block must not run")
     with pytest.raises(InvalidCommandError, match="consumer"), Session(setup.engine) as session:
         with setup.inbox.guard_batch(session, consumer="", commands=[("a", {})]):
             pytest.fail("the block must not run")
