@@ -44,14 +44,18 @@ from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import Telemetry
 from inboxguard.errors import (
     ConfigurationError,
-    InProgressError,
     PayloadEncodingError,
     PayloadMismatchError,
 )
 from inboxguard.inbox._batch import BatchCommand, BatchEntry, InboxBatch, batch_commands
+from inboxguard.inbox._batch_errors import (
+    boundary_error,
+    busy_error,
+    results_vanished,
+    vanished_error,
+)
 from inboxguard.inbox._decide import Delivery, prepare, refusal_values, stale_error, verdict
 from inboxguard.inbox._flow import (
-    SQLALCHEMY_BOUNDARY,
     BlockExit,
     Connect,
     Execute,
@@ -116,6 +120,34 @@ class BatchFlows:
         stale: list[Any],
     ) -> BatchFlow:
         statements = self.statements((yield Connect()))
+        # One claim probe per command, started before any statement, as guard() does.
+        probes = [self.telemetry.claim(consumer, d.command_id) for d in deliveries]
+        try:
+            batch = yield from self._decide(consumer, statements, items, deliveries, stale)
+        except BaseException as error:
+            for probe in probes:
+                probe.failed(error)
+            raise
+        for probe, entry in zip(probes, batch, strict=True):
+            if entry.error is not None:
+                probe.failed(entry.error)
+            else:
+                probe.decided(entry.outcome)
+        end: BlockExit = yield BatchHandOver(batch)
+        if not end.kept:
+            raise boundary_error(consumer, len(batch)) from end.error
+        if end.error is None:
+            yield from self._store_results(statements, consumer, batch)
+
+    def _decide(
+        self,
+        consumer: str,
+        statements: BatchStatements,
+        items: list[BatchCommand],
+        deliveries: list[Delivery],
+        stale: list[Any],
+    ) -> Generator[BatchRequest, Any, InboxBatch]:
+        """Refuse the stale commands, claim the others, judge every entry."""
         entries: list[BatchEntry | None] = [None] * len(items)
         for i, error in enumerate(stale):
             if error is not None:
@@ -137,13 +169,7 @@ class BatchFlows:
         if keys:
             claims.update((yield from self._claim(statements, consumer, keys, deliveries, first)))
         yield from self._judge_all(entries, deliveries, items, first, claims)
-        batch = InboxBatch([e for e in entries if e is not None])
-        self._report(batch)
-        end: BlockExit = yield BatchHandOver(batch)
-        if not end.kept:
-            raise _boundary_error(consumer, len(batch)) from end.error
-        if end.error is None:
-            yield from self._store_results(statements, consumer, batch)
+        return InboxBatch([e for e in entries if e is not None])
 
     def _judge_all(
         self,
@@ -232,7 +258,7 @@ class BatchFlows:
             pending = [r for r in pending if r["command_id"] not in found]
             if not pending:
                 return found
-        raise _vanished(consumer, [r["command_id"] for r in pending])
+        raise vanished_error(consumer, [r["command_id"] for r in pending])
 
     def _store_results(
         self, statements: BatchStatements, consumer: str, batch: InboxBatch
@@ -243,7 +269,7 @@ class BatchFlows:
             for stmt, params in statements.release(consumer, released):
                 gone += (yield Execute(stmt, params)).rowcount
             if gone != len(released):
-                raise _results_vanished(consumer, len(released), gone)
+                raise results_vanished(consumer, len(released), gone)
         results = [
             (e.command_id, canonical_json(e.result, root=f"batch[{e.index}].result"))
             for e in batch
@@ -255,17 +281,7 @@ class BatchFlows:
         for stmt, params in statements.store_results(consumer, results):
             matched += (yield Execute(stmt, params)).rowcount
         if matched != len(results):
-            raise _results_vanished(consumer, len(results), matched)
-
-    def _report(self, batch: InboxBatch) -> None:
-        if not self.telemetry.enabled:
-            return
-        for entry in batch:
-            probe = self.telemetry.claim(entry.consumer, entry.command_id)
-            if entry.error is not None:
-                probe.failed(entry.error)
-            else:
-                probe.decided(entry.outcome)
+            raise results_vanished(consumer, len(results), matched)
 
     def statements(self, sa_dialect: SaDialect) -> BatchStatements:
         """The (cached) batch statements of a SQLAlchemy dialect (checked
@@ -351,54 +367,6 @@ def _run(
         return value
     except DBAPIError as error:
         if is_busy(error):
-            raise _busy(consumer, keys) from error
+            raise busy_error(consumer, keys) from error
         with schema_required(INBOX_SCHEMA):
             raise
-
-
-def _named(keys: Sequence[str]) -> str:
-    shown = ", ".join(repr(k) for k in keys[:3])
-    return shown + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-
-def _busy(consumer: str, keys: Sequence[str]) -> InProgressError:
-    msg = (
-        f"a batch of consumer {consumer!r} met a lock held by another transaction past"
-        f" lock_timeout, a deadlock or a serialization failure while claiming {_named(keys)}:"
-        " nothing of the batch was applied; roll back and deliver the batch again later"
-        " (the commands the other transaction commits are then duplicates)"
-    )
-    return InProgressError(msg, consumer=consumer, command_id=keys[0])
-
-
-def _vanished(consumer: str, keys: Sequence[str]) -> InProgressError:
-    msg = (
-        f"the evidence rows of {_named(keys)} of consumer {consumer!r} were deleted between"
-        f" the batch claim's insert and its read {CLAIM_ATTEMPTS} times in a row (a purge or"
-        " an operator deleting them concurrently); nothing was applied: roll back and"
-        " deliver the batch again later"
-    )
-    return InProgressError(msg, consumer=consumer, command_id=keys[0])
-
-
-def _boundary_error(consumer: str, size: int) -> ConfigurationError:
-    advice = SQLALCHEMY_BOUNDARY
-    msg = (
-        f"the transaction of a batch of {size} commands (consumer {consumer!r}) was"
-        f" committed or rolled back inside the guarded block ({advice.causes}): the inbox"
-        " rows no longer commit with the block's changes, so commands could be lost or"
-        " applied twice. Never commit or roll back inside the block; wrap a step that may"
-        f" fail in {advice.savepoint} and let the caller end the transaction after the"
-        " block. Roll back now"
-    )
-    return ConfigurationError(msg)
-
-
-def _results_vanished(consumer: str, expected: int, matched: int) -> ConfigurationError:
-    msg = (
-        f"storing (or releasing) {expected} entries of a batch of consumer {consumer!r}"
-        f" matched {matched} inbox rows: claims were deleted or rolled back inside the"
-        " guarded block. Never delete inbox rows or roll back past the claim inside the"
-        " block. Roll back now"
-    )
-    return ConfigurationError(msg)
