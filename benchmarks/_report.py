@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+SECTION_NAME = re.compile(r"[a-z0-9_-]+")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -47,6 +48,11 @@ def write_section(
     """
     from benchmarks._harness import publishable
 
+    if not SECTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"section name {name!r}: use lower-case letters, digits, '_' or '-'"
+            " (tests/docs/test_benchmarks_page.py finds sections by that pattern)"
+        )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     command = command or f"python -m benchmarks {name}"
     meta = f"_Measured {stamp} on {machine()} by `{command}`"

@@ -1,0 +1,71 @@
+"""Every figure on docs/benchmarks.md comes from a command.
+
+A figure may stand in a table row only inside a ``<!-- bench:NAME -->``
+section, and every such section must be one that some benchmark writes: a
+``write_section("NAME", ...)`` call in benchmarks/ (found by searching the
+code at test time, so a benchmark added later brings its section with it).
+A hand-written table of figures outside a section, or a section no command
+writes (left behind by a removed benchmark, or typed by hand), fails here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.docs.pages import ROOT
+
+PAGE = ROOT / "docs" / "benchmarks.md"
+OPEN = re.compile(r"<!-- bench:([a-z0-9_-]+) -->")
+CLOSE = re.compile(r"<!-- /bench:([a-z0-9_-]+) -->")
+WRITES = re.compile(r"write_section\(\s*[\"']([a-z0-9_-]+)[\"']")
+FIGURE = re.compile(r"\d")
+
+
+def _written_names() -> set[str]:
+    return {
+        name
+        for path in (ROOT / "benchmarks").rglob("*.py")
+        for name in WRITES.findall(path.read_text())
+    }
+
+
+def _outside_sections() -> list[tuple[int, str]]:
+    """The page's lines outside every bench section, with their line numbers."""
+    out, inside = [], None
+    for number, line in enumerate(PAGE.read_text().splitlines(), start=1):
+        opened, closed = OPEN.search(line), CLOSE.search(line)
+        if opened:
+            assert inside is None, f"line {number}: section {opened[1]} opens inside {inside}"
+            inside = opened[1]
+        elif closed:
+            assert closed[1] == inside, f"line {number}: closes {closed[1]}, open is {inside}"
+            inside = None
+        elif inside is None:
+            out.append((number, line))
+    assert inside is None, f"section {inside} is never closed"
+    return out
+
+
+def test_no_table_row_with_a_figure_outside_a_bench_section() -> None:
+    offenders = [
+        f"docs/benchmarks.md:{number}: {line}"
+        for number, line in _outside_sections()
+        if line.lstrip().startswith("|") and FIGURE.search(line)
+    ]
+    assert not offenders, (
+        "hand-written figures (write them from a benchmark with"
+        " benchmarks._report.write_section):\n" + "\n".join(offenders)
+    )
+
+
+def test_every_section_is_written_by_a_command() -> None:
+    written = _written_names()
+    assert {"targets", "ledger", "outbox", "purge", "redis", "telemetry"} <= written
+    on_page = OPEN.findall(PAGE.read_text())
+    assert len(on_page) == len(set(on_page)), "a section appears twice"
+    orphans = sorted(set(on_page) - written)
+    assert not orphans, f"sections no benchmark writes (no write_section call): {orphans}"
+
+
+def test_the_targets_table_is_the_generated_one() -> None:
+    assert "targets" in OPEN.findall(PAGE.read_text())
