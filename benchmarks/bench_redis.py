@@ -172,7 +172,9 @@ def report(per_round: list[dict[str, float]], crashes: dict[str, int]) -> str:
         ["RedisInbox guard", crashes["guarded"]],
         [f"Powertools Redis (record TTL {TTL_SECONDS} s passed)", crashes["powertools"]],
     ]
-    faster = "faster" if versus.median < 1 else "slower"
+    faster = (
+        "faster than" if versus.median < 1 else "slower than" if versus.median > 1 else "level with"
+    )
     return (
         f"{OPS:,} fresh commands per variant per round after an untimed warm-up pass, the"
         " variants in a rotated order each round; each ratio is taken within a round,"
@@ -182,7 +184,7 @@ def report(per_round: list[dict[str, float]], crashes: dict[str, int]) -> str:
         " `idempotent_function` with its Redis persistence layer (a `SET NX` of an"
         " in-progress record before the function and a `SET` of the completed record"
         f" after it). No target is set for the Redis inbox; in this run the guard is"
-        f" {faster} than Powertools (guard / Powertools time {versus}).\n\n"
+        f" {faster} Powertools (guard / Powertools time {versus}).\n\n"
         + table(["variant", "median us/command", "time / bare", "time / Powertools"], rows)
         + "\n\nThen the same crash once against each: a child process applies a command"
         " and is killed with SIGKILL before it acknowledges; the command is delivered"
