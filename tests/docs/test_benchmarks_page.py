@@ -10,6 +10,7 @@ writes (left behind by a removed benchmark, or typed by hand), fails here.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from tests.docs.pages import ROOT
@@ -17,16 +18,53 @@ from tests.docs.pages import ROOT
 PAGE = ROOT / "docs" / "benchmarks.md"
 OPEN = re.compile(r"<!-- bench:([a-z0-9_-]+) -->")
 CLOSE = re.compile(r"<!-- /bench:([a-z0-9_-]+) -->")
-WRITES = re.compile(r"write_section\(\s*[\"']([a-z0-9_-]+)[\"']")
 FIGURE = re.compile(r"\d")
+
+
+def _names_in(source: str) -> set[str]:
+    """The section names ``write_section`` is called with in ``source``: a string
+    literal, or a module-level name bound to one."""
+    tree = ast.parse(source)
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        first = node.args[0]
+        if called != "write_section":
+            continue
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            found.add(first.value)
+        elif isinstance(first, ast.Name) and first.id in constants:
+            found.add(constants[first.id])
+    return found
 
 
 def _written_names() -> set[str]:
     return {
-        name
-        for path in (ROOT / "benchmarks").rglob("*.py")
-        for name in WRITES.findall(path.read_text())
+        name for path in (ROOT / "benchmarks").rglob("*.py") for name in _names_in(path.read_text())
     }
+
+
+def test_section_names_are_found_as_literals_or_module_constants() -> None:
+    source = (
+        'NAME = "peers"\n'
+        "def main():\n"
+        '    write_section("batch", "t", "b")\n'
+        '    _report.write_section(NAME, "t", "b")\n'
+        '    other("ignored", "t")\n'
+    )
+    assert _names_in(source) == {"batch", "peers"}
 
 
 def _outside_sections() -> list[tuple[int, str]]:
