@@ -150,6 +150,10 @@ def test_targets_table_is_built_from_the_results_files_only(page: Path, results:
     assert stored["rounds"] == 6
     assert stored["command"] == "python -m benchmarks peers"
 
+    before = (results / "inbox.json").read_text()
+    assert not _harness.record("inbox", [_target(9.0, n=1)], load, 1)  # a later smoke run
+    assert (results / "inbox.json").read_text() == before
+
     targets.main()
     section = page.read_text().split("<!-- bench:targets -->")[1]
     rows = [line for line in section.splitlines() if line.startswith("| `")]

@@ -67,10 +67,10 @@ def test_section_names_are_found_as_literals_or_module_constants() -> None:
     assert _names_in(source) == {"batch", "peers"}
 
 
-def _outside_sections() -> list[tuple[int, str]]:
+def _outside_sections(text: str) -> list[tuple[int, str]]:
     """The page's lines outside every bench section, with their line numbers."""
     out, inside = [], None
-    for number, line in enumerate(PAGE.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         opened, closed = OPEN.search(line), CLOSE.search(line)
         if opened:
             assert inside is None, f"line {number}: section {opened[1]} opens inside {inside}"
@@ -84,12 +84,27 @@ def _outside_sections() -> list[tuple[int, str]]:
     return out
 
 
-def test_no_table_row_with_a_figure_outside_a_bench_section() -> None:
-    offenders = [
+def _hand_written(text: str) -> list[str]:
+    return [
         f"docs/benchmarks.md:{number}: {line}"
-        for number, line in _outside_sections()
+        for number, line in _outside_sections(text)
         if line.lstrip().startswith("|") and FIGURE.search(line)
     ]
+
+
+def test_the_check_sees_a_figure_outside_and_not_inside_a_section() -> None:
+    page = (
+        "| what | ratio |\n|---|---|\n| typed | 1.30 |\n"
+        "<!-- bench:x -->\n| made | 1.20 |\n<!-- /bench:x -->\n| also typed | 2 |\n"
+    )
+    assert _hand_written(page) == [
+        "docs/benchmarks.md:3: | typed | 1.30 |",
+        "docs/benchmarks.md:7: | also typed | 2 |",
+    ]
+
+
+def test_no_table_row_with_a_figure_outside_a_bench_section() -> None:
+    offenders = _hand_written(PAGE.read_text())
     assert not offenders, (
         "hand-written figures (write them from a benchmark with"
         " benchmarks._report.write_section):\n" + "\n".join(offenders)
