@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +64,12 @@ def write_section(
     section = (
         f"<!-- bench:{name} -->\n## {title}\n\n{meta}._\n\n{body.strip()}\n<!-- /bench:{name} -->"
     )
+    if rounds is None and name != "targets":
+        print(
+            f"warning: section {name!r} written without rounds=: the page cannot show how"
+            " many rounds it took (pass rounds= and load=, see benchmarks/_harness.py)",
+            file=sys.stderr,
+        )
     if rounds is not None and not publishable(rounds):
         print(section)
         print(f"({rounds} rounds: a smoke run, docs/benchmarks.md left alone)")

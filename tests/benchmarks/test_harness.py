@@ -115,6 +115,14 @@ def test_a_publishable_run_replaces_only_its_own_section(page: Path) -> None:
     assert "by `make x`, 7 rounds; load average " in text
 
 
+def test_a_section_without_rounds_is_written_with_a_warning(
+    page: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _report.write_section("legacy", "Legacy", "body")
+    assert "<!-- bench:legacy -->" in page.read_text()
+    assert "written without rounds=" in capsys.readouterr().err
+
+
 def test_a_section_name_the_docs_test_cannot_find_is_refused(page: Path) -> None:
     with pytest.raises(ValueError, match="section name 'My Bench'"):
         _report.write_section("My Bench", "Mine", "body", rounds=5)
