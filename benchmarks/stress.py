@@ -7,9 +7,11 @@ and another payload (``--mismatches``), shuffled. WORKERS processes consume
 it with the kombu consumer (:func:`inboxguard.adapters.kombu.guarded`, prefetch
 4, ack after the commit); each applies a command as one UPDATE of an account
 and one INSERT into a ledger, in the guard's transaction. Meanwhile a killer
-SIGKILLs a random worker every ``--kill-interval`` seconds on average and
-starts a new one in its place; the broker delivers the killed worker's unacked
-messages again.
+SIGKILLs a random consuming worker every ``--kill-interval`` seconds on
+average (uniformly 0 to twice that) and starts a new one in its place; the
+broker delivers the killed worker's unacked messages again. A worker needs
+about a second of CPU to start: a kill interval far below start-up time over
+workers leaves the fleet starting up rather than consuming.
 
 When the ledger holds every command, the quarantine every mismatch and the
 queue nothing, the workers are stopped and the run checks, where a user would
