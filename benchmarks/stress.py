@@ -340,6 +340,17 @@ def markdown(s: dict[str, Any], checks: list[Check], seed: int, kill_interval: f
     return table(["figure", "value"], rows) + "\n\n" + checked
 
 
+def _shown(argv: Sequence[str]) -> list[str]:
+    """The command line without where the JSON summary went (no figure depends on it)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip or arg == "--json" or arg.startswith("--json="):
+            skip = arg == "--json"
+            continue
+        out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks._harness import Load
 
@@ -380,7 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"  kept database {run.database} and queue {run.names.queue}", flush=True)
     body = markdown(summary, checks, args.seed, args.kill_interval)
-    command = "python -m benchmarks.stress " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m benchmarks.stress " + shlex.join(
+        _shown(sys.argv[1:] if argv is None else argv)
+    )
     if args.json:
         args.json.write_text(
             json.dumps(
