@@ -97,7 +97,7 @@ def test_st1_every_command_applied_once_every_mismatch_quarantined_through_sigki
     assert queue_state(names.broker_url, names.queue) == (0, 0)
 
 
-def test_st1_the_checks_fail_on_a_command_applied_twice_or_lost(
+def test_st2_the_checks_fail_on_a_command_applied_twice_or_lost(
     stress_run: dict[str, Any],
 ) -> None:
     plan = make_plan(MESSAGES, DUPLICATES, MISMATCHES, ACCOUNTS, SEED)
