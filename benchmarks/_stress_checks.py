@@ -183,7 +183,7 @@ def verify(plan: Plan, names: Names, published: int) -> list[Check]:
     n_mis = len(plan.mismatched)
     return [
         Check(
-            "every command applied exactly once (one ledger row each)",
+            "every command applied once (one ledger row each)",
             not twice and not missing and not strange and sum(applied.values()) == plan.unique,
             f"{sum(applied.values())} rows for {plan.unique} commands; applied twice: "
             f"{len(twice)} {twice[:5]}; never applied: {len(missing)} {missing[:5]}",
