@@ -337,7 +337,19 @@ def markdown(s: dict[str, Any], checks: list[Check], seed: int, kill_interval: f
         ["check", "result", "detail"],
         [[c.name, "passed" if c.ok else "**FAILED**", c.detail] for c in checks],
     )
-    return table(["figure", "value"], rows) + "\n\n" + checked
+    method = (
+        "One run (a stress run, not a ratio). The workers are kombu consumers on RabbitMQ"
+        " (`inboxguard.adapters.kombu.guarded`, prefetch 4, ack after the commit), each command"
+        " one UPDATE of an account and one INSERT into a ledger in the guard's transaction,"
+        " all on one PostgreSQL. The killer SIGKILLs a random consuming worker and starts"
+        " another; the broker delivers its unacked messages again. Throughput counts from the"
+        " workers' start (worker restarts included, publishing not) to the last message"
+        " settled. The claim time is each delivery's entry into the guard (claim statement and"
+        " decision), measured in the workers; samples a SIGKILL caught unflushed are lost."
+        " The checks read the ledger, the accounts, the inbox and quarantine tables and both"
+        " queues after the workers stopped."
+    )
+    return method + "\n\n" + table(["figure", "value"], rows) + "\n\n" + checked
 
 
 def _shown(argv: Sequence[str]) -> list[str]:
