@@ -58,6 +58,10 @@ class Fleet:
             and b"ready" in log.read_bytes()
         ]
 
+    def all_consuming(self) -> bool:
+        """Whether every worker has started consuming."""
+        return len(self.consuming()) == len(self.procs)
+
     def kill_one(self, rng: random.Random) -> bool:
         """SIGKILL a random consuming worker and start another in its place;
         False when none is consuming yet."""
