@@ -12,6 +12,8 @@ on a ledger that applied a command twice and lost another.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -47,18 +49,23 @@ def stress_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     require_service("postgresql")
     require_service("rabbitmq")
     out = tmp_path_factory.mktemp("stress") / "summary.json"
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.stress", *SMALL, "--keep", "--json", str(out)],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=100,
-        check=False,
+        start_new_session=True,  # the script and its workers: one process group
     )
-    assert out.exists(), f"no summary:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    try:
+        stdout, stderr = proc.communicate(timeout=100)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+    assert out.exists(), f"no summary:\n{stdout[-3000:]}\n{stderr[-3000:]}"
     summary = json.loads(out.read_text())
     try:
-        assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, f"{stdout[-4000:]}\n{stderr[-3000:]}"
         yield summary
     finally:
         cleanup(Names(**summary["names"]), summary["database"])
