@@ -120,6 +120,19 @@ def wait_for(what: str, predicate: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.1)
 
 
+def reachable() -> None:
+    """Fail with the setting to change when PostgreSQL or RabbitMQ is not there."""
+    try:
+        create_engine(f"{ADMIN}/postgres").connect().close()
+    except Exception as error:
+        raise SystemExit(f"PostgreSQL at {ADMIN} (INBOXGUARD_PG_URL): {error}") from error
+    try:
+        with Connection(BROKER, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as error:
+        raise SystemExit(f"RabbitMQ at {BROKER} (INBOXGUARD_AMQP_URL): {error}") from error
+
+
 def prepare(names: Names, plan: Plan, accounts: int, create_db: str | None) -> None:
     """Create the database, the inbox and business tables, and the queues."""
     if create_db:
@@ -380,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks._harness import Load
 
     args = parse(sys.argv[1:] if argv is None else argv)
+    reachable()
     load = Load()
     run = Run(args)
     plan = run.plan
