@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
+from inboxguard.sql.dialects.postgresql.batch import PostgresqlBatch
 from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
 from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
 from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
 
-__all__ = ["DATABASE", "PostgresqlDialect", "PostgresqlOutbox", "PostgresqlPurge"]
+__all__ = [
+    "DATABASE",
+    "PostgresqlBatch",
+    "PostgresqlDialect",
+    "PostgresqlOutbox",
+    "PostgresqlPurge",
+]
 
 #: PostgreSQL 12 or later (the claim uses ``WITH ... AS MATERIALIZED``).
 DATABASE = Database(
@@ -25,4 +32,5 @@ DATABASE = Database(
     watermark=OnConflictWatermark,
     purge=PostgresqlPurge,
     outbox=PostgresqlOutbox,
+    batch=PostgresqlBatch,
 )
