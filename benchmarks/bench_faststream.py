@@ -9,11 +9,13 @@ process. The handler inserts one row in one transaction:
   through ``inboxguard.current_session()`` inside the claim's transaction.
 
 Each round fills both queues with ``BENCH_MESSAGES`` fresh commands, then
-consumes them, the two variants in alternating order from round to round, so
-drift of the shared machine weighs on each alike; the ratio is taken within a
-round and the median over ``BENCH_ROUNDS`` rounds (at least 5) is reported.
-Both subscribers run up to 10 deliveries at once (``prefetch_count=10``).
-Run with ``python -m benchmarks faststream``.
+consumes them, the variants in an order rotated per round
+(``benchmarks._harness``), so drift of the shared machine weighs on each
+alike; the ratio (guarded time over plain time) is taken within a round and
+the median of the per-round ratios (min-max) over ``BENCH_ROUNDS`` rounds
+(default 5) is reported, with the load. Both subscribers run up to 10
+deliveries at once (``prefetch_count=10``). Run with
+``python -m benchmarks faststream``; a default run takes about a minute.
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ from typing import Any
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
+from benchmarks import _harness
 from benchmarks._report import table, write_section
 from inboxguard import Inbox, current_session
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 AMQP_URL = os.environ.get("INBOXGUARD_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "500"))
-ROUNDS = max(5, int(os.environ.get("BENCH_ROUNDS", "5")))
 PREFETCH = 10
 VARIANTS = ("plain", "guarded")
 
@@ -102,16 +104,18 @@ async def _consume(variant: str, engine: AsyncEngine, inbox: Inbox, tag: str) ->
     return elapsed
 
 
-async def _rounds(async_url: str, inbox: Inbox) -> list[dict[str, float]]:
+async def _rounds(async_url: str, inbox: Inbox, n_rounds: int) -> list[dict[str, float]]:
     engine = create_async_engine(async_url, pool_size=PREFETCH, max_overflow=0)
     try:
         run = uuid.uuid4().hex[:6]
         await _consume("guarded", engine, inbox, f"{run}-warm")  # connections, caches, imports
         await _consume("plain", engine, inbox, f"{run}-warm")
         rounds = []
-        for i in range(ROUNDS):
-            order = VARIANTS if i % 2 == 0 else VARIANTS[::-1]
-            rounds.append({v: await _consume(v, engine, inbox, f"{run}-r{i}") for v in order})
+        for i in range(n_rounds):
+            order = _harness.rotate(VARIANTS, i)
+            figures = {v: await _consume(v, engine, inbox, f"{run}-r{i}") for v in order}
+            print(f"  round {i + 1}/{n_rounds} ({' > '.join(order)}): {figures}", flush=True)
+            rounds.append(figures)
         return rounds
     finally:
         await engine.dispose()
@@ -120,6 +124,9 @@ async def _rounds(async_url: str, inbox: Inbox) -> list[dict[str, float]]:
 def main() -> None:
     """Measure plain and guarded FastStream on RabbitMQ with PostgreSQL."""
     sys.path.insert(0, os.getcwd())
+    began = time.monotonic()
+    n_rounds = _harness.rounds()
+    load = _harness.Load()
     db = f"bench_{uuid.uuid4().hex[:8]}"
     admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -131,20 +138,21 @@ def main() -> None:
         inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix="fs_")
         inbox.create_schema()
         _payments("fs_").metadata.create_all(engine)
-        rounds = asyncio.run(_rounds(async_url, inbox))
+        rounds = asyncio.run(_rounds(async_url, inbox, n_rounds))
     finally:
         engine.dispose()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
         admin.dispose()
-    ratios = [r["guarded"] / r["plain"] for r in rounds]
+    load.stop()
+    measured = _harness.ratio(rounds, "guarded", "plain")
     rows = [
         [
             "RabbitMQ + PostgreSQL (asyncpg)",
             PREFETCH,
             f"{statistics.median(MESSAGES / r['plain'] for r in rounds):,.0f}",
             f"{statistics.median(MESSAGES / r['guarded'] for r in rounds):,.0f}",
-            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+            str(measured),
         ]
     ]
     header = [
@@ -155,8 +163,8 @@ def main() -> None:
         "guarded / plain time",
     ]
     body = (
-        f"{MESSAGES:,} fresh commands per variant per round, {ROUNDS} rounds with the"
-        " variants in alternating order after a warm-up; each ratio is taken within a"
+        f"{MESSAGES:,} fresh commands per variant per round, {n_rounds} rounds with the"
+        " variants in an order rotated per round after a warm-up; each ratio is taken within a"
         " round, median (min-max) shown. One process, FastStream's RabbitBroker with"
         f" prefetch {PREFETCH}; the handler inserts one row in one transaction: `plain`"
         " opens its own `AsyncSession`, `guarded` writes through `current_session()`"
@@ -164,7 +172,14 @@ def main() -> None:
         " trip and the inbox row's index writes), the stored result, and the middleware's"
         " decoding of the body and headers.\n\n" + table(header, rows)
     )
-    write_section("faststream", "FastStream throughput (`benchmarks/bench_faststream.py`)", body)
+    write_section(
+        "faststream",
+        "FastStream throughput (`benchmarks/bench_faststream.py`)",
+        body,
+        load=load,
+        rounds=n_rounds,
+    )
+    print(f"elapsed {time.monotonic() - began:.0f}s")
 
 
 if __name__ == "__main__":
