@@ -3,7 +3,8 @@
 Each module's docstring starts with a *Features* block: :mod:`.inbox` (the
 claim in one round trip, ``lock_timeout`` scoped to the claim), :mod:`.outbox`
 (one-statement ``SKIP LOCKED`` claim, ``LISTEN``/``NOTIFY``) and :mod:`.purge`
-(advisory lock, ``ctid`` batches). The watermark is the shared
+(advisory lock, ``ctid`` batches); :mod:`.partitions` and :mod:`.partitioned`
+(the evidence partitioned by expiry, opt-in). The watermark is the shared
 ``ON CONFLICT`` upsert.
 """
 
@@ -13,9 +14,16 @@ from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
 from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
 from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
+from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlDialect
 from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
 
-__all__ = ["DATABASE", "PostgresqlDialect", "PostgresqlOutbox", "PostgresqlPurge"]
+__all__ = [
+    "DATABASE",
+    "PartitionedPostgresqlDialect",
+    "PostgresqlDialect",
+    "PostgresqlOutbox",
+    "PostgresqlPurge",
+]
 
 #: PostgreSQL 12 or later (the claim uses ``WITH ... AS MATERIALIZED``).
 DATABASE = Database(
@@ -25,4 +33,5 @@ DATABASE = Database(
     watermark=OnConflictWatermark,
     purge=PostgresqlPurge,
     outbox=PostgresqlOutbox,
+    partitioned_inbox=PartitionedPostgresqlDialect,
 )
