@@ -5,6 +5,8 @@ expired partitions, and every misconfiguration refused."""
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import create_engine
@@ -209,3 +211,34 @@ def test_weekly_and_monthly_partitions_start_on_monday_and_the_first(
             assert not claim(pg_engine, box, "w")
         finally:
             box.drop_schema()
+
+
+def test_cli_purge_drops_partitions_and_refuses_a_partitioned_table_without_the_flag(
+    pg_url: str, pg_engine: Engine, pbox: inboxguard.Inbox, day_clock: FakeClock
+) -> None:
+    assert claim(pg_engine, pbox, "old")
+    prefix = pbox.table_prefix
+    plain = _cli("purge", "--url", pg_url, "--prefix", prefix)
+    assert plain.returncode != 0
+    assert "--partitioning" in plain.stderr
+    half = _cli("purge", "--url", pg_url, "--prefix", prefix, "--partitioning", "daily")
+    assert half.returncode != 0
+    assert "--horizon" in half.stderr
+    # The row expires Jan 3; the command line runs at the real time, long after.
+    done = _cli(
+        "purge", "--url", pg_url, "--prefix", prefix, "--partitioning", "daily", "--horizon", "2d"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "dropped" in done.stdout
+    assert where_rows(pg_engine, pbox) == {}
+    assert f"{pbox.tables.inbox.name}_p20260103" not in partitions(pg_engine, pbox)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "inboxguard", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
