@@ -4,6 +4,7 @@ expired partitions, and every misconfiguration refused."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import subprocess
 import sys
@@ -242,3 +243,28 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def test_guard_async_on_asyncpg_claims_once_across_partitions(
+    pg_url: str, pg_engine: Engine, pbox: inboxguard.Inbox, day_clock: FakeClock
+) -> None:
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    async def main() -> list[bool]:
+        aengine = create_async_engine(pg_url.replace("postgresql+psycopg", "postgresql+asyncpg"))
+        seen = []
+        try:
+            for _ in range(2):
+                async with (
+                    AsyncSession(aengine) as session,
+                    session.begin(),
+                    pbox.guard_async(session, consumer="c", command_id="a1", payload=1) as entry,
+                ):
+                    seen.append(entry.duplicate)
+                day_clock.advance(DAY)
+        finally:
+            await aengine.dispose()
+        return seen
+
+    assert asyncio.run(main()) == [False, True]
+    assert list(where_rows(pg_engine, pbox)) == ["a1"]
