@@ -57,7 +57,8 @@ def _load(engine: Engine, inbox: inboxguard.Inbox, rows: int, t0: dt.datetime) -
                     " result, processed_at, expires_at, result_expires_at)"
                     " SELECT 'billing', md5(g::text), 'sha256:' || md5(g::text) || md5(g::text),"
                     " NULL, :t0 - interval '1 day',"
-                    " :t0 + (g::double precision / CAST(:rows AS double precision)) * interval '10 days', NULL"
+                    " :t0 + (g::double precision / CAST(:rows AS double precision))"
+                    " * interval '10 days', NULL"
                     " FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) AS g"
                 ),
                 {
@@ -130,9 +131,9 @@ def _purge_round(engine: Engine, inbox: inboxguard.Inbox, now: dt.datetime) -> d
 
 
 def _lookup_cost(engine: Engine, n_rounds: int) -> list[list[str]]:
-    """Per-duplicate time at 1 (plain), 30 and 365 daily partitions."""
-    now = dt.datetime.now(dt.UTC)
-    shapes = {"plain": (None, 30), "30 partitions": ("daily", 27), "365 partitions": ("daily", 362)}
+    """Per-duplicate time on the plain table and at 30 and 365 daily
+    partitions (from today to 3 days past a claim's expiry, plus DEFAULT)."""
+    shapes = {"plain": (None, 30), "30 partitions": ("daily", 26), "365 partitions": ("daily", 361)}
     boxes = {}
     for label, (part, days) in shapes.items():
         prefix = f"bl{uuid.uuid4().hex[:6]}_"

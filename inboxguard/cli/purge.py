@@ -16,7 +16,6 @@ from inboxguard.cli._command import run_on_database
 from inboxguard.cli._duration import parse_duration
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, UsageError, emit_json, plain
-from inboxguard.inbox._partitioning import check_layout
 from inboxguard.sql.dialects.postgresql.partitions import GRANULARITIES
 
 __all__ = ["ProgressBar", "register"]
@@ -74,7 +73,7 @@ def _purge(engine: Engine, args: argparse.Namespace) -> int:
     if missing is not None:
         raise UsageError(missing)
     try:
-        check_layout(inbox.engine, inbox.tables, inbox._partitions)  # noqa: SLF001
+        inbox.check_schema()
     except ConfigurationError as error:
         raise UsageError(str(error).replace("partitioning=...", "--partitioning")) from error
     now = inbox.clock()
