@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import subprocess
 import sys
+import threading
 
 import pytest
 from sqlalchemy import create_engine
@@ -268,3 +269,51 @@ def test_guard_async_on_asyncpg_claims_once_across_partitions(
 
     assert asyncio.run(main()) == [False, True]
     assert list(where_rows(pg_engine, pbox)) == ["a1"]
+
+
+def test_concurrent_create_partitions_create_each_partition_once(
+    pg_engine: Engine, pbox: inboxguard.Inbox, day_clock: FakeClock
+) -> None:
+    day_clock.advance(10 * DAY)
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            results.append(pbox.create_partitions())
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=create) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    created = [name for names in results for name in names]
+    assert len(created) == len(set(created))
+    # Whatever a busy call skipped, the next call creates.
+    pbox.create_partitions()
+    name = pbox.tables.inbox.name
+    expected = {f"{name}_p202601{d:02d}" for d in range(11, 17)}
+    assert expected <= set(partitions(pg_engine, pbox))
+
+
+def test_a_claim_without_lock_timeout_still_locks_and_claims_once(
+    pg_engine: Engine, prefix: str, day_clock: FakeClock
+) -> None:
+    box = inboxguard.Inbox(
+        pg_engine,
+        retention=HORIZON,
+        table_prefix=prefix,
+        clock=day_clock,
+        lock_timeout=None,
+        partitioning="monthly",
+    )
+    box.create_schema()
+    try:
+        assert claim(pg_engine, box, "n")
+        day_clock.advance(40 * DAY)
+        assert not claim(pg_engine, box, "n")
+    finally:
+        box.drop_schema()

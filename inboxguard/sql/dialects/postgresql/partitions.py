@@ -213,6 +213,10 @@ class PartitionLayout:
             with conn.begin():
                 self._lock_timeout(conn)
                 conn.execute(text(f"LOCK TABLE {default} IN ACCESS EXCLUSIVE MODE"))
+                # Another maintenance call may have created it while this one waited.
+                taken = conn.execute(text("SELECT to_regclass(:p)"), {"p": part}).scalar()
+                if taken is not None:
+                    return False
                 conn.execute(
                     text(f"CREATE TABLE {part} (LIKE {self._parent(conn)} INCLUDING DEFAULTS)")
                 )
