@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 import inboxguard
@@ -317,3 +317,35 @@ def test_a_claim_without_lock_timeout_still_locks_and_claims_once(
         assert not claim(pg_engine, box, "n")
     finally:
         box.drop_schema()
+
+
+def test_a_schema_per_tenant_keeps_partitions_in_the_tenant_schema(
+    pg_engine: Engine, prefix: str, day_clock: FakeClock
+) -> None:
+    schema = f"{prefix}tenant"
+    with pg_engine.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    tenant = pg_engine.execution_options(schema_translate_map={None: schema})
+    box = inboxguard.Inbox(
+        tenant, retention=HORIZON, table_prefix=prefix, clock=day_clock, partitioning="daily"
+    )
+    try:
+        box.create_schema()
+        box.check_schema()
+        assert claim(tenant, box, "t")
+        day_clock.advance(5 * DAY)
+        assert box.purge().partitions_dropped
+        with pg_engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT count(*) FROM pg_tables WHERE schemaname = :s AND tablename LIKE :p"),
+                {"s": schema, "p": f"{prefix}inbox_p%"},
+            ).scalar_one()
+            public = conn.execute(
+                text("SELECT count(*) FROM pg_tables WHERE tablename LIKE :p AND schemaname <> :s"),
+                {"s": schema, "p": f"{prefix}inbox%"},
+            ).scalar_one()
+        assert found > 0
+        assert public == 0
+    finally:
+        with pg_engine.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
