@@ -17,8 +17,9 @@ Features:
   :class:`~inboxguard.ConfigurationError` before inserting anything.
 - lock wait: the advisory lock is bounded by ``lock_timeout`` the way the
   unpartitioned claim bounds its insert (SQLSTATE 55P03 on expiry).
-- cost: two round trips per claim; the ``NOT EXISTS`` probes the unique index
-  of every partition (no partition pruning without the expiry).
+- cost: two round trips per claim; the lookup of the stored row probes the
+  unique index of every partition once (no partition pruning without the
+  expiry) and serves both the ``NOT EXISTS`` and the duplicate's answer.
 """
 
 from __future__ import annotations
@@ -120,16 +121,16 @@ def _lock_sql(seed: int, lock_timeout: dt.timedelta | None) -> str:
 
 
 #: Insert only when no partition holds the command; else return the stored row.
+#: ``stored`` probes every partition once and serves both the check and the answer.
 _CLAIM_SQL = (
-    "WITH claimed AS (INSERT INTO {inbox}"
+    "WITH stored AS MATERIALIZED (SELECT digest, result, result_expires_at FROM {inbox}"
+    " WHERE consumer = :key_consumer AND command_id = :key_command_id),"
+    " claimed AS (INSERT INTO {inbox}"
     " (consumer, command_id, digest, processed_at, expires_at, result_expires_at)"
     " SELECT :consumer, :command_id, :digest, :processed_at, :expires_at, :result_expires_at"
-    " WHERE NOT EXISTS (SELECT 1 FROM {inbox}"
-    " WHERE consumer = :key_consumer AND command_id = :key_command_id)"
+    " WHERE NOT EXISTS (SELECT 1 FROM stored)"
     " ON CONFLICT DO NOTHING RETURNING digest)"
     " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh FROM claimed"
     " UNION ALL"
-    " SELECT digest, result, result_expires_at, false FROM {inbox}"
-    " WHERE consumer = :key_consumer AND command_id = :key_command_id"
-    " AND NOT EXISTS (SELECT 1 FROM claimed)"
+    " SELECT digest, result, result_expires_at, false FROM stored"
 )
