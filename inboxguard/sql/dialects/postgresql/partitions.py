@@ -291,7 +291,7 @@ class PartitionLayout:
         ).first()
         return unexpired is not None or named is not None
 
-    # -- helpers ------------------------------------------------------------------------
+    # -- names and settings -------------------------------------------------------------
 
     def _lock_timeout(self, conn: Connection) -> None:
         millis = int(DDL_LOCK_TIMEOUT.total_seconds() * 1000)
