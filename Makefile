@@ -37,7 +37,16 @@ docs: $(STAMP)
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-bench: $(STAMP)
+# Every benchmark, in the order of benchmarks/__main__.py, then the targets table
+# (docs/benchmarks.md says how long it takes). The `bench` extra brings AWS
+# Powertools for the Redis comparison.
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[all,dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks
 
 services:

@@ -19,10 +19,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import os
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -34,8 +38,22 @@ T = TypeVar("T")
 
 
 def rounds(env: str = "BENCH_ROUNDS", default: int = MIN_ROUNDS) -> int:
-    """The number of rounds asked for (``env``), ``default`` when unset."""
-    return int(os.environ.get(env, str(default)))
+    """The number of rounds asked for (``env``), ``default`` when unset.
+
+    A value that is not a whole number of at least one is refused, naming the
+    variable (``BENCH_ROUNDS=1`` asks for a smoke run, which never publishes).
+    """
+    raw = os.environ.get(env, str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            f"{env}={raw!r}: give a whole number of rounds, at least 1"
+            f" ({MIN_ROUNDS} or more to publish; 1 for a smoke run)"
+        )
+    return value
 
 
 def publishable(n_rounds: int) -> bool:
@@ -59,10 +77,12 @@ def run_rounds(
     progress: bool = True,
 ) -> list[dict[str, float]]:
     """Call ``run_round(order, i)`` for each round; each returns a figure per variant."""
+    if len(set(variants)) != len(variants):
+        raise ValueError(f"variants must be distinct, got {list(variants)}")
     out: list[dict[str, float]] = []
     for i in range(n_rounds):
         order = rotate(variants, i)
-        figures = dict(run_round(order, i))
+        figures = {k: float(v) for k, v in run_round(order, i).items()}
         missing = set(variants) - set(figures)
         if missing:
             raise RuntimeError(f"round {i} measured no figure for {sorted(missing)}")
@@ -83,7 +103,11 @@ class Ratio:
     rounds: int
 
     def __str__(self) -> str:
-        return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f})"
+        return self.format()
+
+    def format(self, digits: int = 2) -> str:
+        """``median (low-high)`` with ``digits`` decimals."""
+        return f"{self.median:.{digits}f} ({self.low:.{digits}f}-{self.high:.{digits}f})"
 
 
 def ratio(
@@ -92,15 +116,22 @@ def ratio(
     denominator: str,
 ) -> Ratio:
     """Median (min, max) over rounds of ``round[numerator] / round[denominator]``."""
-    values = [r[numerator] / r[denominator] for r in per_round]
+    return of_values([r[numerator] / r[denominator] for r in per_round])
+
+
+def of_values(values: Sequence[float]) -> Ratio:
+    """A :class:`Ratio` over already-computed per-round values."""
     if not values:
         raise ValueError("no rounds to take a ratio of")
     return Ratio(statistics.median(values), min(values), max(values), len(values))
 
 
-def of_values(values: Sequence[float]) -> Ratio:
-    """A :class:`Ratio` over already-computed per-round values."""
-    return Ratio(statistics.median(values), min(values), max(values), len(values))
+def median(per_round: Iterable[Mapping[str, float]], key: str) -> float:
+    """The median over rounds of one variant's figure (a rate or a time, not a ratio)."""
+    values = [r[key] for r in per_round]
+    if not values:
+        raise ValueError(f"no rounds measured {key!r}")
+    return statistics.median(values)
 
 
 @dataclass
@@ -135,6 +166,13 @@ class Target:
     measured: Ratio
     note: str = ""
 
+    def __post_init__(self) -> None:
+        if self.better not in ("lower", "higher"):
+            raise ValueError(
+                f"Target {self.label!r}: better={self.better!r}; give 'lower' (the median"
+                " must be <= bound) or 'higher' (>= bound)"
+            )
+
     @property
     def met(self) -> bool:
         """Whether the median meets the bound."""
@@ -153,27 +191,112 @@ class Target:
         ]
 
 
-def record(name: str, targets: Sequence[Target], load: Load, n_rounds: int) -> None:
-    """Store ``targets`` as ``benchmarks/results/NAME.json`` (a publishable run only)."""
+def record(
+    name: str,
+    targets: Sequence[Target],
+    load: Load,
+    n_rounds: int,
+    *,
+    command: str | None = None,
+) -> bool:
+    """Store ``targets`` as ``benchmarks/results/NAME.json`` (a publishable run only).
+
+    Returns whether the file was written. Every target must have been measured
+    over the run's ``n_rounds`` rounds: a figure from fewer rounds is refused,
+    so a smoke-run figure cannot reach the table through a publishable run.
+    """
     if not publishable(n_rounds):
         print(f"({n_rounds} rounds: a smoke run, results not recorded)")
-        return
+        return False
+    short = [t.label for t in targets if t.measured.rounds < MIN_ROUNDS]
+    if short:
+        raise ValueError(
+            f"{name}: {short} measured over fewer than {MIN_ROUNDS} rounds; measure every"
+            " target over the run's rounds"
+        )
     RESULTS.mkdir(exist_ok=True)
     payload = {
         "benchmark": name,
         "rounds": n_rounds,
         "load": str(load),
+        "command": command or f"python -m benchmarks {name}",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "targets": [{**asdict(t), "measured": asdict(t.measured)} for t in targets],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
+    return True
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One results file: the run's facts and its targets."""
+
+    benchmark: str
+    rounds: int
+    load: str
+    command: str
+    date: str
+    targets: list[Target]
+
+
+def recorded_runs() -> list[Recorded]:
+    """Every results file, in file-name order; a malformed one is named in the error."""
+    out: list[Recorded] = []
+    for path in sorted(RESULTS.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            targets = [Target(measured=Ratio(**t.pop("measured")), **t) for t in data["targets"]]
+            out.append(
+                Recorded(
+                    benchmark=data["benchmark"],
+                    rounds=int(data["rounds"]),
+                    load=data["load"],
+                    command=data.get("command", f"python -m benchmarks {data['benchmark']}"),
+                    date=data.get("date", ""),
+                    targets=targets,
+                )
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{path}: not a results file ({error}); rerun its benchmark to rewrite it"
+            ) from error
+    return out
 
 
 def recorded_targets() -> list[tuple[Target, str]]:
     """Every recorded target with its run's load line, in file-name order."""
-    out: list[tuple[Target, str]] = []
-    for path in sorted(RESULTS.glob("*.json")):
-        data = json.loads(path.read_text())
-        for t in data["targets"]:
-            measured = Ratio(**t.pop("measured"))
-            out.append((Target(measured=measured, **t), data["load"]))
-    return out
+    return [(t, run.load) for run in recorded_runs() for t in run.targets]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def source_tree(ref_or_dir: str | Path) -> Iterator[Path]:
+    """A directory holding the ``inboxguard`` package of ``ref_or_dir``.
+
+    A directory is used as it is (a ``git worktree``, say); anything else is a
+    git revision of this repository, whose ``inboxguard/`` is extracted into a
+    temporary directory for the run (no worktree is left behind). Put the
+    result first on a child process's ``PYTHONPATH`` to run that code.
+    """
+    path = Path(ref_or_dir)
+    if path.is_dir():
+        if not (path / "inboxguard" / "__init__.py").exists():
+            raise ValueError(f"{path}: holds no inboxguard package; give a checkout or a git ref")
+        yield path.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="inboxguard-") as tmp:
+        try:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", str(ref_or_dir), "inboxguard"],
+                capture_output=True,
+                check=True,
+            ).stdout
+        except subprocess.CalledProcessError as error:
+            raise ValueError(
+                f"{ref_or_dir!r} is neither a directory nor a git revision of {ROOT}:"
+                f" {error.stderr.decode().strip()}"
+            ) from error
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)

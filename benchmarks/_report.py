@@ -9,10 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+SECTION_NAME = re.compile(r"[a-z0-9_-]+")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -47,6 +49,11 @@ def write_section(
     """
     from benchmarks._harness import publishable
 
+    if not SECTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"section name {name!r}: use lower-case letters, digits, '_' or '-'"
+            " (tests/docs/test_benchmarks_page.py finds sections by that pattern)"
+        )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     command = command or f"python -m benchmarks {name}"
     meta = f"_Measured {stamp} on {machine()} by `{command}`"
@@ -57,6 +64,12 @@ def write_section(
     section = (
         f"<!-- bench:{name} -->\n## {title}\n\n{meta}._\n\n{body.strip()}\n<!-- /bench:{name} -->"
     )
+    if rounds is None and name != "targets":
+        print(
+            f"warning: section {name!r} written without rounds=: the page cannot show how"
+            " many rounds it took (pass rounds= and load=, see benchmarks/_harness.py)",
+            file=sys.stderr,
+        )
     if rounds is not None and not publishable(rounds):
         print(section)
         print(f"({rounds} rounds: a smoke run, docs/benchmarks.md left alone)")

@@ -1,27 +1,28 @@
 """Outbox dispatch: throughput, commit-to-consumer latency, idle cost.
 
-- **throughput** (``ROUNDS`` rounds, medians reported): ``ROWS`` rows are
+- **throughput** (``BENCH_ROUNDS`` rounds, default 5, variants rotated per
+  round, median of per-round ratios reported): ``ROWS`` rows are
   committed in one transaction while 1 or 3 dispatcher processes
   (``integrations.outbox.dispatcher``, kombu with publisher confirms on
   RabbitMQ) wait; the clock runs from that commit until the backlog is empty.
   The baseline, measured in the same round, is the same messages published by
   one process with the same kombu transport and no outbox (no claim, no
   record).
-- **latency**: ``LATENCY_MESSAGES`` commands are committed one at a time,
+- **latency** (the same rounds, the two modes alternating):
+  ``LATENCY_MESSAGES`` commands are committed one at a time,
   ``GAP`` apart, with one dispatcher polling every ``POLL`` seconds, then
   with LISTEN/NOTIFY wake-up; a kombu consumer in this process takes the
   time from commit to receipt.
 - **idle cost**: statements per second a dispatcher issues on an empty
   outbox, counted by a SQLAlchemy cursor hook on its engine.
 
-Run with ``python -m benchmarks outbox`` (about three minutes).
+Run with ``python -m benchmarks outbox`` (about four minutes).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
+from benchmarks._harness import Load, median, ratio, rounds, run_rounds
 from benchmarks._report import table, write_section
 from inboxguard.adapters.kombu.transport import KombuTransport
 from integrations.outbox import config
@@ -45,9 +47,8 @@ BROKERS = {
     "Redis": os.environ.get("INBOXGUARD_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "RabbitMQ": os.environ.get("INBOXGUARD_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//"),
 }
-ROWS = int(os.environ.get("BENCH_OUTBOX_ROWS", "2000"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
-LATENCY_MESSAGES = int(os.environ.get("BENCH_OUTBOX_LATENCY", "150"))
+ROWS = int(os.environ.get("BENCH_OUTBOX_ROWS", "1000"))
+LATENCY_MESSAGES = int(os.environ.get("BENCH_OUTBOX_LATENCY", "100"))
 GAP = 0.02
 POLL = 0.5
 IDLE_SECONDS = 5.0
@@ -241,21 +242,45 @@ def _idle(url: str, *, poll: float, wakeup: bool) -> float:
     return count / IDLE_SECONDS
 
 
-def _round(url: str, broker: str, broker_url: str) -> tuple[float, float, float]:
-    """One round: baseline, one dispatcher, three dispatchers (messages/s)."""
-    raw_queue = f"bench-raw-{uuid.uuid4().hex[:6]}"
-    base = _baseline(broker_url, raw_queue, ROWS)
-    _purge(broker_url, raw_queue)
-    return base, _throughput(url, broker, 1), _throughput(url, broker, 3)
+THROUGHPUT = ("baseline", "1 dispatcher", "3 dispatchers")
 
 
-def _pct(values: list[float], q: float) -> str:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, round(q * (len(ordered) - 1)))
-    return f"{ordered[index] * 1000:.0f} ms"
+def _round(url: str, broker: str, order: list[str]) -> dict[str, float]:
+    """One round: baseline, one dispatcher, three dispatchers (messages/s), in ``order``."""
+    broker_url = BROKERS[broker]
+    out = {}
+    for variant in order:
+        if variant == "baseline":
+            raw_queue = f"bench-raw-{uuid.uuid4().hex[:6]}"
+            out[variant] = _baseline(broker_url, raw_queue, ROWS)
+            _purge(broker_url, raw_queue)
+        else:
+            out[variant] = _throughput(url, broker, int(variant[0]))
+    return out
+
+
+def _latency_round(url: str, order: list[str]) -> dict[str, float]:
+    """One round of both latency modes: p50 and p99 (seconds) of each."""
+    out = {}
+    for mode in order:
+        latencies = sorted(_latency(url, wakeup=mode == "wakeup"))
+        out[mode] = _pct(latencies, 0.5)
+        out[f"{mode} p99"] = _pct(latencies, 0.99)
+    return out
+
+
+def _pct(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
 
 
 def main() -> None:
+    n_rounds = rounds()
+    load = Load()
+    began = time.monotonic()
     name = f"ig_bench_outbox_{uuid.uuid4().hex[:6]}"
     admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -263,21 +288,25 @@ def main() -> None:
     url = f"{PG_ADMIN}/{name}"
     try:
         rows = []
-        for broker, broker_url in BROKERS.items():
-            rounds = [_round(url, broker, broker_url) for _ in range(ROUNDS)]
-            base, one, three = (statistics.median(r[i] for r in rounds) for i in range(3))
+        for broker in BROKERS:
+            print(f"throughput, {broker}:", flush=True)
+            per_round = run_rounds(
+                THROUGHPUT, lambda order, _i, b=broker: _round(url, b, order), n_rounds
+            )
             rows.append(
                 [
                     broker,
-                    f"{base:,.0f}",
-                    f"{one:,.0f}",
-                    f"{statistics.median(r[1] / r[0] for r in rounds):.2f}",
-                    f"{three:,.0f}",
-                    f"{statistics.median(r[2] / r[0] for r in rounds):.2f}",
+                    f"{median(per_round, 'baseline'):,.0f}",
+                    f"{median(per_round, '1 dispatcher'):,.0f}",
+                    str(ratio(per_round, "1 dispatcher", "baseline")),
+                    f"{median(per_round, '3 dispatchers'):,.0f}",
+                    str(ratio(per_round, "3 dispatchers", "baseline")),
                 ]
             )
-        polled = _latency(url, wakeup=False)
-        woken = _latency(url, wakeup=True)
+        print("latency:", flush=True)
+        latency = run_rounds(
+            ("polling", "wakeup"), lambda order, _i: _latency_round(url, order), n_rounds
+        )
         idle = [
             ("poll every 1 s", _idle(url, poll=1.0, wakeup=False)),
             ("poll every 0.2 s", _idle(url, poll=0.2, wakeup=False)),
@@ -287,45 +316,57 @@ def main() -> None:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+    load.stop()
     body = "\n\n".join(
         [
             f"Dispatch throughput, messages per second, {ROWS:,} rows committed at once on"
             " PostgreSQL; the baseline publishes the same messages with the same kombu"
-            " transport and no outbox (ratio = outbox / baseline, taken within each round;"
-            f" medians of {ROUNDS} rounds). Everything (PostgreSQL, broker, dispatchers)"
-            " shares the same 2 cores, so three dispatchers add contention, not capacity.",
+            " transport and no outbox. The three variants run in a rotated order each"
+            " round; rates are medians over the rounds, each ratio (outbox / baseline"
+            " throughput) is taken within a round, median (min-max) shown. Everything"
+            " (PostgreSQL, broker, dispatchers) shares the same 2 cores, so three"
+            " dispatchers add contention, not capacity. The outbox has no numeric target.",
             table(
                 [
                     "broker",
-                    "baseline (no outbox)",
-                    "1 dispatcher",
-                    "ratio",
-                    "3 dispatchers",
-                    "ratio",
+                    "baseline (no outbox) msg/s",
+                    "1 dispatcher msg/s",
+                    "1 dispatcher / baseline",
+                    "3 dispatchers msg/s",
+                    "3 dispatchers / baseline",
                 ],
                 rows,
             ),
             f"Commit-to-consumer latency, RabbitMQ, one dispatcher, {LATENCY_MESSAGES}"
-            f" commands {GAP * 1000:.0f} ms apart, poll interval {POLL} s.",
+            f" commands {GAP * 1000:.0f} ms apart, poll interval {POLL} s; the two modes"
+            " alternate each round; p50 and p99 are medians over the rounds, the ratio is"
+            " taken within a round.",
             table(
-                ["mode", "p50", "p99", "p50 ratio to polling"],
+                ["mode", "p50", "p99", "p50 / polling p50"],
                 [
-                    ["polling", _pct(polled, 0.5), _pct(polled, 0.99), "1.00"],
+                    [
+                        "polling",
+                        _ms(median(latency, "polling")),
+                        _ms(median(latency, "polling p99")),
+                        "1.00",
+                    ],
                     [
                         "LISTEN/NOTIFY wake-up",
-                        _pct(woken, 0.5),
-                        _pct(woken, 0.99),
-                        f"{statistics.median(woken) / statistics.median(polled):.2f}",
+                        _ms(median(latency, "wakeup")),
+                        _ms(median(latency, "wakeup p99")),
+                        str(ratio(latency, "wakeup", "polling")),
                     ],
                 ],
             ),
-            "Idle cost: statements per second a dispatcher sends to an empty outbox"
-            " (BEGIN/COMMIT are not statements and are not counted; each poll is one claim"
-            " statement on PostgreSQL).",
+            "Idle cost: statements a dispatcher sends to an empty outbox in one"
+            f" {IDLE_SECONDS:.0f}-second window, per second (a count, not a timing, so one"
+            " window each; BEGIN/COMMIT are not statements and are not counted; each poll"
+            " is one claim statement on PostgreSQL).",
             table(["mode", "statements / s"], [[m, f"{q:.2f}"] for m, q in idle]),
         ]
     )
-    write_section("outbox", "Outbox dispatch", body)
+    write_section("outbox", "Outbox dispatch", body, load=load, rounds=n_rounds)
+    print(f"elapsed {time.monotonic() - began:.0f}s")
 
 
 if __name__ == "__main__":

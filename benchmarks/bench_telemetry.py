@@ -1,5 +1,5 @@
-"""What the telemetry costs the guard: off, and on without an SDK, against the
-code before it existed.
+"""What the telemetry costs the guard: off against on, and both against the
+code before the telemetry existed.
 
 One run is one process: an in-memory SQLite database of its own, fresh
 guards then duplicate guards of the same commands (each with a one-row write
@@ -8,20 +8,23 @@ which pays for what is imported on first use). In memory, with no disk
 and no network, a guard is nearly all Python, so any per-guard cost of the
 telemetry shows far more than it would on a server database. The variants:
 
-* ``base``: the checkout given with ``--baseline`` (no telemetry code);
 * ``off``: this checkout, ``Inbox(..., telemetry=False)``;
 * ``on``: this checkout, telemetry on, ``opentelemetry-api`` installed and
-  no SDK configured (the default of an application that never set one up).
+  no SDK configured (the default of an application that never set one up);
+* ``base`` (with ``--baseline``): the package before the telemetry.
 
-Each round runs the three in a rotated order; the report is the median of
-the per-round ratios ``off/base`` and ``on/base`` with their range. Then
-``--calls`` times the telemetry calls one guard makes, alone (claim probe,
-verdict, handler span), off and on without an SDK:
+Each round runs the variants in a rotated order (``benchmarks._harness``);
+the report is the median of the per-round ratios with their range, then the
+time of the telemetry calls one guard makes, alone (claim probe, verdict,
+handler span), off and on without an SDK:
 
-    git worktree add /tmp/before main
-    python benchmarks/bench_telemetry.py --baseline /tmp/before --rounds 9
+    python -m benchmarks telemetry       # off vs on (make bench), section "telemetry"
+    python benchmarks/bench_telemetry.py --baseline 2cb96bc^   # section "telemetry-baseline"
+    python benchmarks/bench_telemetry.py --calls                # the calls alone
 
-Environment: ``TELEMETRY_MESSAGES`` (default 2000).
+``--baseline`` takes a git revision (its ``inboxguard/`` is extracted to a
+temporary directory) or a checkout directory. Environment: ``BENCH_ROUNDS``
+(default 9), ``TELEMETRY_MESSAGES`` (default 2000).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pathlib import Path
 
 MESSAGES = int(os.environ.get("TELEMETRY_MESSAGES", "2000"))
 HERE = Path(__file__).resolve().parents[1]
+BEFORE = "2cb96bc^"  # the commit before the telemetry was added
 
 
 def run_once(variant: str) -> float:
@@ -100,13 +104,12 @@ def calls(repeat: int = 200_000) -> dict[str, float]:
     return out
 
 
-def _spawn(variant: str, baseline: Path) -> float:
-    root = baseline if variant == "base" else HERE
-    env = {**os.environ, "PYTHONPATH": str(root)}
+def _spawn(variant: str, tree: Path) -> float:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
         [sys.executable, __file__, "--run", variant],
         env=env,
-        cwd=root,
+        cwd=tree,
         capture_output=True,
         text=True,
         check=True,
@@ -114,13 +117,128 @@ def _spawn(variant: str, baseline: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def _measure(
+    variants: tuple[str, ...], trees: dict[str, Path], n_rounds: int
+) -> list[dict[str, float]]:
+    from benchmarks._harness import run_rounds
+
+    return run_rounds(variants, lambda order, _i: {v: _spawn(v, trees[v]) for v in order}, n_rounds)
+
+
+def _calls_table(micros: dict[str, float]) -> str:
+    from benchmarks._report import table
+
+    return table(
+        ["the telemetry calls of one guard, alone (best of 5 x 200,000)", "us"],
+        [["off", f"{micros['off']:.2f}"], ["on, no SDK", f"{micros['on']:.2f}"]],
+    )
+
+
+WORKLOAD = (
+    "Each run is a fresh process doing {n:,} fresh then {n:,} duplicate guards (a one-row"
+    " write in each fresh block) on an in-memory SQLite database, timed after one warm-up"
+    " guard; a guard there took {us:.0f} us (median run / guards), nearly all Python, so"
+    " the telemetry's share is as large as it can be (on a server database, where a guard"
+    " takes a millisecond or more, the same microseconds weigh far less). The variants run"
+    " in a rotated order each round; each ratio is taken within a round, median (min-max)"
+    " shown."
+)
+
+
+def _per_guard_us(per_round: list[dict[str, float]], key: str) -> float:
+    return _med(per_round, key) / (2 * MESSAGES) * 1e6
+
+
+def within(n_rounds: int) -> None:
+    """``make bench``: telemetry off against on (no SDK), both in this checkout."""
+    from benchmarks._harness import Load, ratio
+    from benchmarks._report import table, write_section
+
+    load = Load()
+    per_round = _measure(("off", "on"), {"off": HERE, "on": HERE}, n_rounds)
+    micros = calls()
+    load.stop()
+    on = ratio(per_round, "on", "off")
+    body = (
+        WORKLOAD.format(n=MESSAGES, us=_per_guard_us(per_round, "off"))
+        + " `off` is `Inbox(..., telemetry=False)`; `on` is the default with"
+        " `opentelemetry-api` installed and no SDK configured (an application that never"
+        " set one up). The cost of `off` against code without any telemetry needs a"
+        " checkout of that code: see the next section.\n\n"
+        + table(
+            ["variant", "median s a run", "time / off"],
+            [
+                ["telemetry off", f"{_med(per_round, 'off'):.3f}", "1.000"],
+                ["telemetry on, no SDK", f"{_med(per_round, 'on'):.3f}", on.format(3)],
+            ],
+        )
+        + "\n\n"
+        + _calls_table(micros)
+    )
+    write_section(
+        "telemetry",
+        "Telemetry cost (`benchmarks/bench_telemetry.py`)",
+        body,
+        load=load,
+        rounds=n_rounds,
+        command="python -m benchmarks telemetry",
+    )
+
+
+def against(baseline: str, n_rounds: int) -> None:
+    """Off and on (no SDK) against ``baseline``, the code before the telemetry."""
+    from benchmarks._harness import Load, ratio, source_tree
+    from benchmarks._report import table, write_section
+
+    load = Load()
+    with source_tree(baseline) as tree:
+        trees = {"base": tree, "off": HERE, "on": HERE}
+        per_round = _measure(("base", "off", "on"), trees, n_rounds)
+    load.stop()
+    off, on = ratio(per_round, "off", "base"), ratio(per_round, "on", "base")
+    unmeasurable = off.low <= 1.0 <= off.high
+    verdict = (
+        "met: the rounds of `off / base` fall on both sides of 1.000"
+        if unmeasurable
+        else "**missed**: every round of `off / base` is on one side of 1.000"
+    )
+    body = (
+        WORKLOAD.format(n=MESSAGES, us=_per_guard_us(per_round, "base"))
+        + f" `base` is the package at `{baseline}`, before the telemetry existed. Target:"
+        f" no measurable cost when disabled; {verdict} ({off.format(3)}).\n\n"
+        + table(
+            ["variant", "median s a run", "time / before the telemetry"],
+            [
+                ["before the telemetry", f"{_med(per_round, 'base'):.3f}", "1.000"],
+                ["telemetry off", f"{_med(per_round, 'off'):.3f}", off.format(3)],
+                ["telemetry on, no SDK", f"{_med(per_round, 'on'):.3f}", on.format(3)],
+            ],
+        )
+    )
+    write_section(
+        "telemetry-baseline",
+        "Telemetry against the code before it",
+        body,
+        load=load,
+        rounds=n_rounds,
+        command=f"python benchmarks/bench_telemetry.py --baseline {baseline}",
+    )
+
+
+def _med(per_round: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in per_round)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, help="checkout without the telemetry")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--baseline",
+        help=f"a checkout or git revision without the telemetry (e.g. {BEFORE})",
+    )
+    parser.add_argument("--rounds", type=int, help="default BENCH_ROUNDS, else 9")
     parser.add_argument("--run", choices=["base", "off", "on"], help=argparse.SUPPRESS)
     parser.add_argument("--calls", action="store_true", help="only time the telemetry calls")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.run:
         print(f"{run_once(args.run):.4f}")
         return
@@ -128,25 +246,15 @@ def main() -> None:
         for name, micros in calls().items():
             print(f"telemetry calls per guard, {name}: {micros:.2f} us")
         return
-    if args.baseline is None:
-        parser.error("give --baseline DIR (a checkout of the code before the telemetry)")
-    order = ["base", "off", "on"]
-    ratios: dict[str, list[float]] = {"off": [], "on": []}
-    for round_ in range(args.rounds):
-        shift = round_ % len(order)
-        times = {v: _spawn(v, args.baseline) for v in order[shift:] + order[:shift]}
-        for variant, found in ratios.items():
-            found.append(times[variant] / times["base"])
-        shown = " ".join(f"{v}={t:.3f}s" for v, t in times.items())
-        print(f"round {round_ + 1}: {shown}", flush=True)
-    for variant, values in ratios.items():
-        print(
-            f"{variant}/base: median {statistics.median(values):.3f}"
-            f" (range {min(values):.3f}-{max(values):.3f}, {len(values)} rounds,"
-            f" {2 * MESSAGES} guards each)"
-        )
-    for name, micros in calls().items():
-        print(f"telemetry calls per guard, {name}: {micros:.2f} us")
+    from benchmarks._harness import rounds
+
+    n_rounds = args.rounds or rounds(default=9)
+    began = time.monotonic()
+    if args.baseline:
+        against(args.baseline, n_rounds)
+    else:
+        within(n_rounds)
+    print(f"elapsed {time.monotonic() - began:.0f}s")
 
 
 if __name__ == "__main__":

@@ -8,25 +8,36 @@ Run with ``python -m benchmarks targets`` (``make bench`` runs it last).
 
 from __future__ import annotations
 
-from benchmarks._harness import recorded_targets
+from benchmarks._harness import MIN_ROUNDS, recorded_runs
 from benchmarks._report import table, write_section
+
+HEADER = ["benchmark", "target", "bound", "measured median (min-max)", "verdict", "run"]
+
+
+def body() -> str | None:
+    """The section's text, or None when no benchmark has recorded a target."""
+    rows = []
+    for run in recorded_runs():
+        when = f"{run.date}, {run.rounds} rounds, {run.load}, `{run.command}`"
+        for target in run.targets:
+            rows.append([f"`{run.benchmark}`", *target.row(), when])
+    if not rows:
+        return None
+    return (
+        "Each row is read from `benchmarks/results/NAME.json`, written by the named"
+        f" benchmark at the end of its last publishable run ({MIN_ROUNDS} rounds or more):"
+        " the median of the per-round ratios, with the smallest and largest round. A miss"
+        " is shown as a miss. Rows of different benchmarks may come from different runs;"
+        " the last column says which.\n\n" + table(HEADER, rows)
+    )
 
 
 def main() -> None:
-    rows = []
-    for target, load in recorded_targets():
-        rows.append([f"`{target.benchmark}`", *target.row(), load])
-    if not rows:
+    text = body()
+    if text is None:
         print("no recorded targets: run the benchmarks first")
         return
-    body = (
-        "Each row is read from `benchmarks/results/NAME.json`, written by the named"
-        " benchmark at the end of its last publishable run (five rounds or more): the"
-        " median of the per-round ratios, with the smallest and largest round. A miss is"
-        " shown as a miss.\n\n"
-        + table(["benchmark", "target", "bound", "measured median (min-max)", "", "load"], rows)
-    )
-    write_section("targets", "Targets at a glance", body, command="python -m benchmarks targets")
+    write_section("targets", "Targets at a glance", text, command="python -m benchmarks targets")
 
 
 if __name__ == "__main__":

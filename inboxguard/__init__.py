@@ -52,7 +52,10 @@ from inboxguard.guarantees import (
     read_lock,
 )
 from inboxguard.inbox import (
+    BatchCommand,
+    BatchEntry,
     Inbox,
+    InboxBatch,
     InboxEntry,
     InboxRecord,
     PurgePlan,
@@ -91,6 +94,8 @@ from inboxguard.sql.errors import is_retryable
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchCommand",
+    "BatchEntry",
     "BeyondRetentionError",
     "CommandExplanation",
     "CommandRejectedError",
@@ -113,6 +118,7 @@ __all__ = [
     "GuaranteeFact",
     "InProgressError",
     "Inbox",
+    "InboxBatch",
     "InboxEntry",
     "InboxGuardError",
     "InboxRecord",

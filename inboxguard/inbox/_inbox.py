@@ -10,6 +10,7 @@ watermarks).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,12 +25,20 @@ from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox._batch import BatchCommand, InboxBatch
+from inboxguard.inbox._batch_drive import drive_batch_async, drive_batch_sync
+from inboxguard.inbox._batch_flow import BatchFlows
 from inboxguard.inbox._drive import drive_async, drive_sync, quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import GuardFlows
 from inboxguard.inbox._handlers import SentAtSpec, async_handler, registering, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
-from inboxguard.inbox._partitioning import DEFAULT_AHEAD, Partitions, check_layout
+from inboxguard.inbox._partitioning import (
+    DEFAULT_AHEAD,
+    Partitions,
+    batch_on_partitions_error,
+    check_layout,
+)
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
@@ -45,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["Inbox", "audited"]
 
 R = TypeVar("R")
+#: What ``guard_batch(commands=...)`` takes.
+BatchCommands = Iterable["BatchCommand | tuple[str, object]"] | Mapping[str, object]
 
 
 class Inbox:
@@ -272,6 +283,69 @@ class Inbox:
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
         return drive_async(flow, session, self._flows.telemetry)
+
+    @contextmanager
+    def guard_batch(
+        self,
+        session: Session | Connection,
+        *,
+        consumer: str,
+        commands: BatchCommands,
+        exclude: Iterable[str] = (),
+    ) -> Iterator[InboxBatch]:
+        """Claim a whole batch of commands inside the caller's transaction.
+
+        ``commands`` is an iterable of ``(command_id, payload)`` pairs or
+        :class:`BatchCommand` objects (which add ``sent_at`` and ``details``
+        per command), or a mapping of command ID to payload. Yields an
+        :class:`InboxBatch`: one :class:`BatchEntry` per command, in input
+        order, each fresh (apply it; assign ``entry.result``), duplicate
+        (``entry.result`` is the stored result) or refused (``entry.error``;
+        quarantined in a transaction of its own, the other entries unaffected).
+        The claim takes one statement on PostgreSQL; the rows, and at the
+        block's normal exit the assigned results, commit or roll back with the
+        caller's transaction, which the guard never ends. An ID repeated in
+        the batch is judged as a redelivery of its first entry; an empty batch
+        runs no statement. ``exclude`` applies to every payload.
+
+        Raises:
+            ConfigurationError: ``commands`` or one of its elements (named by
+                index) has another shape; ``session`` is not a Session or
+                Connection, or autocommits; at the block's exit, the
+                transaction was committed or rolled back inside the block, or
+                a stored result matched no inbox row.
+            InvalidCommandError: ``consumer`` or a command ID (named by index)
+                is unusable; nothing is written.
+            PayloadEncodingError: a payload or an assigned result has no
+                canonical encoding; nothing is written.
+            InProgressError: the claim met a lock held past ``lock_timeout``,
+                a deadlock or a serialization failure: the whole batch is
+                refused (roll back, deliver it again later).
+        """
+        flow = self._batches.guard_batch(consumer, commands, exclude)
+        with drive_batch_sync(flow, session, self.engine) as batch:
+            yield batch
+
+    def guard_batch_async(
+        self,
+        session: AsyncSession | AsyncConnection,
+        *,
+        consumer: str,
+        commands: BatchCommands,
+        exclude: Iterable[str] = (),
+    ) -> AbstractAsyncContextManager[InboxBatch]:
+        """:meth:`guard_batch` for asyncio, used as ``async with``, with the same
+        contract, decisions and statements."""
+        flow = self._batches.guard_batch(consumer, commands, exclude)
+        return drive_batch_async(flow, session)
+
+    @functools.cached_property
+    def _batches(self) -> BatchFlows:
+        if self._partitions is not None:
+            raise batch_on_partitions_error()
+        return BatchFlows(
+            self.tables, self.retention, self.clock, self.lock_timeout, self._flows.telemetry
+        )
 
     def handler(
         self,

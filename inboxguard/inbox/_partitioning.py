@@ -25,7 +25,13 @@ from inboxguard.sql.dialects.postgresql.partitions import (
 )
 from inboxguard.sql.tables import InboxTables
 
-__all__ = ["DEFAULT_AHEAD", "Partitions", "check_layout", "unexpected_layout"]
+__all__ = [
+    "DEFAULT_AHEAD",
+    "Partitions",
+    "batch_on_partitions_error",
+    "check_layout",
+    "unexpected_layout",
+]
 
 #: How many periods past the expiry of a claim made now ``create_partitions()``
 #: and every purge create by default.
@@ -134,6 +140,18 @@ def unexpected_layout(name: str, *, partitioned: bool) -> ConfigurationError:
             f"the inbox table {name!r} exists and is not partitioned, but this Inbox has"
             f" partitioning=...: move the table first ({_MOVE}), or drop partitioning"
         )
+    return ConfigurationError(msg)
+
+
+def batch_on_partitions_error() -> ConfigurationError:
+    """The error for ``guard_batch()`` on a partitioned inbox: its one-statement
+    claim relies on a unique index across the whole table, which a
+    partitioned table cannot have."""
+    msg = (
+        "guard_batch() is not available on a partitioned inbox (Inbox(partitioning=...)):"
+        " its one-statement claim needs (consumer, command_id) unique across the whole"
+        " table. Nothing was claimed; guard each command with guard(), or drop partitioning"
+    )
     return ConfigurationError(msg)
 
 

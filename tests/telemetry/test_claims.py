@@ -292,3 +292,26 @@ def test_m2_the_asyncio_guard_reports_the_same_claims_and_spans(
     assert sdk.total("inboxguard.claims", consumer="a", outcome="fresh") == 1
     assert sdk.total("inboxguard.claims", consumer="a", outcome="duplicate") == 1
     assert len(sdk.spans("inboxguard.handler")) == 2
+
+
+def test_bt14_batch_claims_count_each_entry_once(
+    sdk: Sdk, sqlite_engine: Engine, prefix: str
+) -> None:
+    """BT14: guard_batch reports one claim per command, with its outcome and
+    duration, like guard()."""
+    box = _box(sqlite_engine, prefix)
+    assert _run(box, "c1", {"a": 1})
+    old = dt.datetime.now(dt.UTC) - 3 * DAY
+    commands = [
+        ("c1", {"a": 1}),
+        ("c1", {"a": 2}),
+        ("c2", {"a": 1}),
+        inboxguard.BatchCommand("c3", {}, sent_at=old),
+    ]
+    with Session(box.engine) as session, session.begin():
+        with box.guard_batch(session, consumer="pay", commands=commands) as batch:
+            assert [e.outcome for e in batch] == ["duplicate", "refused", "fresh", "refused"]
+    expected = {"fresh": 2, "duplicate": 1, "mismatch": 1, "beyond_retention": 1}
+    for outcome, n in expected.items():  # c1's first claim (guard) is the other fresh one
+        assert sdk.total("inboxguard.claims", consumer="pay", outcome=outcome) == n, outcome
+    assert sdk.total("inboxguard.claim.duration", consumer="pay") == 5

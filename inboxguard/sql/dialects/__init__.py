@@ -21,6 +21,7 @@ from sqlalchemy.engine import Dialect as SaDialect
 from inboxguard.errors import ConfigurationError, UnsupportedDialectError
 from inboxguard.sql.dialects import mysql, postgresql, sqlite
 from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.inbox import (
     Claim,
     ClaimSteps,
@@ -36,6 +37,7 @@ from inboxguard.sql.tables import InboxTables
 
 __all__ = [
     "DATABASES",
+    "BatchStatements",
     "Claim",
     "ClaimSteps",
     "Database",
@@ -45,6 +47,7 @@ __all__ = [
     "Step",
     "Steps",
     "Watermark",
+    "batch_for",
     "database_for",
     "dialect_for",
     "drive",
@@ -108,3 +111,14 @@ def partitioning_unsupported(label: str) -> ConfigurationError:
         " partitioning=... from Inbox(...) (the purge deletes expired rows in batches there)"
     )
     return ConfigurationError(msg)
+
+
+def batch_for(
+    sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
+) -> BatchStatements:
+    """Return the batch claim's statements for a SQLAlchemy dialect.
+
+    Raises:
+        UnsupportedDialectError: no supported database serves ``sa_dialect``.
+    """
+    return database_for(sa_dialect).batch.for_dialect(sa_dialect, tables, lock_timeout)

@@ -349,3 +349,17 @@ def test_a_schema_per_tenant_keeps_partitions_in_the_tenant_schema(
     finally:
         with pg_engine.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+def test_guard_batch_on_a_partitioned_inbox_is_refused_before_anything_is_claimed(
+    pg_engine: Engine, pbox: inboxguard.Inbox
+) -> None:
+    with pg_engine.connect() as conn:
+        conn.begin()
+        with (
+            pytest.raises(ConfigurationError, match="guard_batch"),
+            pbox.guard_batch(conn, consumer="c", commands=[("b1", 1), ("b2", 2)]),
+        ):
+            pytest.fail("the block must not run")
+        conn.rollback()
+    assert where_rows(pg_engine, pbox) == {}

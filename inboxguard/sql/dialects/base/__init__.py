@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Dialect as SaDialect
 
+from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.inbox import Dialect, Watermark
 from inboxguard.sql.dialects.base.outbox import OutboxStatements
 from inboxguard.sql.dialects.base.purge import PurgeStatements
@@ -43,6 +44,8 @@ class Database:
     purge: type[PurgeStatements]
     #: The outbox: add, claim for dispatch, outcome records, compaction.
     outbox: type[OutboxStatements]
+    #: The batch claim and result store of ``Inbox.guard_batch()``.
+    batch: type[BatchStatements]
     #: Refuses a connected SQLAlchemy dialect whose connections cannot keep the
     #: guarantees (MariaDB/MySQL: a character set other than utf8mb4).
     check: Callable[[SaDialect], None] = lambda sa_dialect: None

@@ -9,12 +9,13 @@ IGNORE`` claim, per-statement lock wait on MariaDB, the watermark advance),
 from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
+from inboxguard.sql.dialects.mysql.batch import MysqlBatch
 from inboxguard.sql.dialects.mysql.charset import require_utf8mb4
 from inboxguard.sql.dialects.mysql.inbox import MysqlDialect, MysqlWatermark
 from inboxguard.sql.dialects.mysql.outbox import MysqlOutbox
 from inboxguard.sql.dialects.mysql.purge import MysqlPurge
 
-__all__ = ["DATABASE", "MysqlDialect", "MysqlOutbox", "MysqlPurge", "MysqlWatermark"]
+__all__ = ["DATABASE", "MysqlBatch", "MysqlDialect", "MysqlOutbox", "MysqlPurge", "MysqlWatermark"]
 
 #: MariaDB 10.6+ or MySQL 8.0+ (``FOR UPDATE SKIP LOCKED``).
 DATABASE = Database(
@@ -24,5 +25,6 @@ DATABASE = Database(
     watermark=MysqlWatermark,
     purge=MysqlPurge,
     outbox=MysqlOutbox,
+    batch=MysqlBatch,
     check=require_utf8mb4,
 )

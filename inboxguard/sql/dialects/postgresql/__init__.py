@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
+from inboxguard.sql.dialects.postgresql.batch import PostgresqlBatch
 from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
 from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
 from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlDialect
@@ -20,6 +21,7 @@ from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
 __all__ = [
     "DATABASE",
     "PartitionedPostgresqlDialect",
+    "PostgresqlBatch",
     "PostgresqlDialect",
     "PostgresqlOutbox",
     "PostgresqlPurge",
@@ -33,5 +35,6 @@ DATABASE = Database(
     watermark=OnConflictWatermark,
     purge=PostgresqlPurge,
     outbox=PostgresqlOutbox,
+    batch=PostgresqlBatch,
     partitioned_inbox=PartitionedPostgresqlDialect,
 )

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
+from inboxguard.sql.dialects.sqlite.batch import SqliteBatch
 from inboxguard.sql.dialects.sqlite.inbox import SqliteDialect
 from inboxguard.sql.dialects.sqlite.outbox import SqliteOutbox
 from inboxguard.sql.dialects.sqlite.purge import SqlitePurge
 
-__all__ = ["DATABASE", "SqliteDialect", "SqliteOutbox", "SqlitePurge"]
+__all__ = ["DATABASE", "SqliteBatch", "SqliteDialect", "SqliteOutbox", "SqlitePurge"]
 
 #: SQLite 3.35 or later (``RETURNING``).
 DATABASE = Database(
@@ -25,4 +26,5 @@ DATABASE = Database(
     watermark=OnConflictWatermark,
     purge=SqlitePurge,
     outbox=SqliteOutbox,
+    batch=SqliteBatch,
 )

@@ -1,0 +1,172 @@
+"""Batch claims: per-message cost of ``inbox.guard_batch`` against the bare handler.
+
+One worker on PostgreSQL. A message's mutation is the one of
+``bench_inbox.py`` (one UPDATE and one INSERT on a Core connection); a batch
+of ``SIZE`` messages is one transaction, for every variant:
+
+- ``bare{SIZE}``: the mutation of each message, nothing else;
+- ``batch{SIZE}``: ``inbox.guard_batch`` over the batch (fresh command IDs),
+  the mutation of each fresh entry and its result (``{"ok": true}``) stored;
+- ``guard{SIZE}``: ``inbox.guard`` around each message's mutation, in the
+  same one transaction per batch (what a batch consumer pays without
+  ``guard_batch``), with the same result stored.
+
+Sizes 1, 10 and 100. Each round runs every variant once, in an order rotated
+per round (``_harness.rotate``), on ``BENCH_BATCH_MESSAGES`` messages each
+(default 2,000) after a warm-up; the per-message cost ratio of each variant
+to the bare handler of the same size is taken within a round, and the median
+over rounds (min-max) is reported. Target (the moonshot): a batch of 100 at
+<= 1.10x the bare handler's per-message cost. Run with
+``python -m benchmarks batch``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+import uuid
+from collections.abc import Mapping
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+
+from benchmarks import _harness
+from benchmarks._report import table, write_section
+from inboxguard import Inbox
+from tests.helpers import business_tables
+
+PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
+MESSAGES = int(os.environ.get("BENCH_BATCH_MESSAGES", "2000"))
+SIZES = (1, 10, 100)
+KINDS = ("bare", "batch", "guard")
+VARIANTS = tuple(f"{kind}{size}" for size in SIZES for kind in KINDS)
+
+
+class Bench:
+    """The engine, inbox and business tables of one run."""
+
+    def __init__(self, engine: Engine, prefix: str) -> None:
+        self.engine = engine
+        self.inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+        self.inbox.create_schema()
+        md, accounts, ledger = business_tables(prefix)
+        md.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(accounts.insert().values(id=0, balance=0))
+        self.update = accounts.update().where(accounts.c.id == 0)
+        self.bump = self.update.values(balance=accounts.c.balance + 1)
+        self.ledger = ledger
+
+    def run(self, variant: str, tag: str) -> float:
+        """Seconds to handle MESSAGES messages with ``variant``."""
+        kind, size = variant.rstrip("0123456789"), int(variant.lstrip("abcdefghijklmnopqrstuvwxyz"))
+        ids = [f"{tag}-{variant}-{i}" for i in range(MESSAGES)]
+        batches = [ids[i : i + size] for i in range(0, len(ids), size)]
+        started = time.perf_counter()
+        for batch in batches:
+            with self.engine.connect() as conn, conn.begin():
+                if kind == "bare":
+                    for cid in batch:
+                        self._mutate(conn, cid)
+                elif kind == "batch":
+                    commands = [(cid, {"id": cid}) for cid in batch]
+                    with self.inbox.guard_batch(conn, consumer="bench", commands=commands) as b:
+                        for entry in b.fresh:
+                            self._mutate(conn, entry.command_id)
+                            entry.result = {"ok": True}
+                else:
+                    for cid in batch:
+                        with self.inbox.guard(
+                            conn, consumer="bench", command_id=cid, payload={"id": cid}
+                        ) as e:
+                            if not e.duplicate:
+                                self._mutate(conn, cid)
+                                e.result = {"ok": True}
+        return time.perf_counter() - started
+
+    def _mutate(self, conn: object, cid: str) -> None:
+        conn.execute(self.bump)  # type: ignore[attr-defined]
+        conn.execute(self.ledger.insert().values(command_id=cid, amount=1))  # type: ignore[attr-defined]
+
+
+def _rows(per_round: list[Mapping[str, float]]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for size in SIZES:
+        bare = [MESSAGES / r[f"bare{size}"] for r in per_round]
+        rows.append(
+            [
+                size,
+                f"{sorted(bare)[len(bare) // 2]:,.0f}",
+                str(_harness.ratio(per_round, f"batch{size}", f"bare{size}")),
+                str(_harness.ratio(per_round, f"guard{size}", f"bare{size}")),
+                str(_harness.ratio(per_round, f"batch{size}", f"guard{size}")),
+            ]
+        )
+    return rows
+
+
+def main() -> None:
+    """Measure on a PostgreSQL database of its own; write the section and the target."""
+    n_rounds = _harness.rounds()
+    load = _harness.Load()
+    began = time.monotonic()
+    db = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{db}"'))
+    engine = create_engine(f"{PG_ADMIN}/{db}", pool_size=1)
+    try:
+        bench = Bench(engine, f"b{uuid.uuid4().hex[:6]}_")
+        for variant in VARIANTS:  # warm-up: caches, compiled statements, table pages
+            bench.run(variant, "warm")
+        per_round = _harness.run_rounds(
+            VARIANTS,
+            lambda order, i: {v: bench.run(v, f"r{i}") for v in order},
+            n_rounds,
+        )
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+        admin.dispose()
+    load.stop()
+    moonshot = _harness.Target(
+        benchmark="batch",
+        label="guard_batch, 100 a batch: per-message cost / bare handler",
+        bound=1.10,
+        better="lower",
+        measured=_harness.ratio(per_round, "batch100", "bare100"),
+        note="PostgreSQL, 1 worker",
+    )
+    _harness.record("batch", [moonshot], load, n_rounds)
+    header = [
+        "batch size",
+        "bare msg/s",
+        "guard_batch / bare",
+        "guard per message / bare",
+        "guard_batch / guard per message",
+    ]
+    verdict = "met" if moonshot.met else "missed"
+    body = (
+        f"PostgreSQL, one worker, {MESSAGES:,} messages per variant per round after a"
+        " warm-up; one transaction per batch for every variant. A message's mutation is"
+        " `bench_inbox.py`'s UPDATE and INSERT. `guard_batch` claims the batch and stores"
+        " each fresh entry's result; `guard per message` runs `inbox.guard` around each"
+        " message in the same transaction, the way a batch consumer guards without"
+        " `guard_batch`. Per-message cost ratios, each taken within a round: median"
+        f" (min-max). Target: a batch of 100 at <= 1.10x the bare handler: {verdict}"
+        f" ({moonshot.measured}). The run took {time.monotonic() - began:,.0f} s.\n\n"
+        + table(header, _rows(per_round))
+    )
+    write_section(
+        "batch",
+        "Batch claims (`benchmarks/bench_batch.py`)",
+        body,
+        load=load,
+        rounds=n_rounds,
+    )
+
+
+if __name__ == "__main__":
+    main()
