@@ -8,6 +8,7 @@ from sqlalchemy import Table, inspect
 from sqlalchemy.engine import Engine
 
 from inboxguard import Inbox
+from inboxguard.sql.dialects.postgresql.partitions import Granularity
 
 __all__ = ["missing_table", "open_inbox"]
 
@@ -17,13 +18,27 @@ __all__ = ["missing_table", "open_inbox"]
 _UNCONSULTED_RETENTION = dt.timedelta(days=1)
 
 
-def open_inbox(engine: Engine, prefix: str) -> Inbox:
-    """An :class:`~inboxguard.Inbox` on ``engine`` with the tables of ``prefix``.
+def open_inbox(
+    engine: Engine,
+    prefix: str,
+    *,
+    partitioning: Granularity | None = None,
+    horizon: dt.timedelta | None = None,
+) -> Inbox:
+    """An :class:`~inboxguard.Inbox` on ``engine`` with the tables of ``prefix``
+    (partitioned by expiry when ``partitioning`` is given, with ``horizon``
+    deciding which partitions to create ahead).
 
     Raises:
-        ConfigurationError: ``prefix`` is not a usable table prefix.
+        ConfigurationError: ``prefix`` is not a usable table prefix, or
+            ``partitioning`` is refused.
     """
-    return Inbox(engine, retention=_UNCONSULTED_RETENTION, table_prefix=prefix)
+    return Inbox(
+        engine,
+        retention=horizon or _UNCONSULTED_RETENTION,
+        table_prefix=prefix,
+        partitioning=partitioning,
+    )
 
 
 def missing_table(inbox: Inbox, table: Table) -> str | None:

@@ -10,12 +10,13 @@ from typing import Any, TextIO
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import PurgeReport
+from inboxguard import ConfigurationError, PurgeReport
 from inboxguard.cli._args import add_database, add_json, positive_int
 from inboxguard.cli._command import run_on_database
 from inboxguard.cli._duration import parse_duration
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, UsageError, emit_json, plain
+from inboxguard.sql.dialects.postgresql.partitions import GRANULARITIES
 
 __all__ = ["ProgressBar", "register"]
 
@@ -43,16 +44,38 @@ def register(subparsers: Any) -> None:
         help="also delete RESOLVED quarantine records last seen before this (default: keep);"
         " open ones are never deleted",
     )
+    parser.add_argument(
+        "--partitioning",
+        choices=GRANULARITIES,
+        default=None,
+        help="the inbox table is partitioned by expiry with this granularity (PostgreSQL):"
+        " drop whole expired partitions and create the ones ahead; needs --horizon",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="with --partitioning: the inbox's evidence horizon, so the partitions ahead"
+        " cover the expiry of a claim made now (e.g. 30d)",
+    )
     parser.set_defaults(
         func=lambda args: run_on_database("purge", args, _purge, read_only=args.dry_run)
     )
 
 
 def _purge(engine: Engine, args: argparse.Namespace) -> int:
-    inbox = open_inbox(engine, args.prefix)
+    if (args.partitioning is None) != (args.horizon is None):
+        msg = "--partitioning and --horizon go together, e.g. --partitioning daily --horizon 30d"
+        raise UsageError(msg)
+    inbox = open_inbox(engine, args.prefix, partitioning=args.partitioning, horizon=args.horizon)
     missing = missing_table(inbox, inbox.tables.inbox)
     if missing is not None:
         raise UsageError(missing)
+    try:
+        inbox.check_schema()
+    except ConfigurationError as error:
+        raise UsageError(str(error).replace("partitioning=...", "--partitioning")) from error
     now = inbox.clock()
     before = now - args.resolved_older_than if args.resolved_older_than is not None else None
     plan = inbox.purge_plan(now=now, resolved_before=before)

@@ -136,8 +136,10 @@ class GuardFlows:
         *,
         boundary: BoundaryAdvice | None = None,
         telemetry: Telemetry | None = None,
+        partitioned: bool = False,
     ) -> None:
         self._tables = tables
+        self._partitioned = partitioned
         self._boundary = boundary or SQLALCHEMY_BOUNDARY
         self.telemetry = telemetry or telemetry_for(False)
         self._retention = retention
@@ -203,7 +205,9 @@ class GuardFlows:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
         found = self._dialects.get(sa_dialect)
         if found is None:
-            found = dialect_for(sa_dialect, self._tables, self._lock_timeout)
+            found = dialect_for(
+                sa_dialect, self._tables, self._lock_timeout, partitioned=self._partitioned
+            )
             self._dialects[sa_dialect] = found
         return found
 

@@ -33,10 +33,17 @@ from inboxguard.inbox._flow import GuardFlows
 from inboxguard.inbox._handlers import SentAtSpec, async_handler, registering, sync_handler
 from inboxguard.inbox._inspection import lookup_evidence
 from inboxguard.inbox._maintenance import Maintenance, ResolvedCutoff
+from inboxguard.inbox._partitioning import (
+    DEFAULT_AHEAD,
+    Partitions,
+    batch_on_partitions_error,
+    check_layout,
+)
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, QuarantineStore
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
+from inboxguard.sql.dialects.postgresql.partitions import Granularity, check_granularity
 from inboxguard.sql.errors import INBOX_SCHEMA
 from inboxguard.sql.schema import check_tables
 from inboxguard.sql.tables import inbox_tables
@@ -72,6 +79,11 @@ class Inbox:
         telemetry: record OpenTelemetry metrics and spans (claims by outcome,
             claim, handler and commit spans) when ``opentelemetry-api`` is
             installed; ``False`` turns them off for this inbox.
+        partitioning: PostgreSQL only, opt-in: ``"daily"``, ``"weekly"`` or
+            ``"monthly"`` range partitions of the evidence by expiry, created
+            ahead by :meth:`create_partitions` (and every :meth:`purge`) and
+            dropped whole by :meth:`purge`; guarded transactions must run at
+            READ COMMITTED (see docs/scaling.md).
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees.
@@ -86,8 +98,10 @@ class Inbox:
         lock_timeout: dt.timedelta | None = DEFAULT_LOCK_TIMEOUT,
         clock: Clock | None = None,
         telemetry: bool = True,
+        partitioning: Granularity | None = None,
     ) -> None:
         check_settings(engine, table_prefix, lock_timeout, clock)
+        granularity = check_granularity(partitioning, table_prefix)
         check_switch("telemetry", telemetry)
         warn_about_pool(engine)
         self.engine = engine
@@ -97,15 +111,24 @@ class Inbox:
         self.clock: Clock = clock or utc_now
         self.tables = inbox_tables(table_prefix)
         self.telemetry = telemetry
+        self.partitioning = granularity
+        self._partitions = (
+            None
+            if granularity is None
+            else Partitions(engine, self.tables, granularity, self.retention, self.clock)
+        )
         self._flows = GuardFlows(
             self.tables,
             self.retention,
             self.clock,
             lock_timeout,
             telemetry=telemetry_for(telemetry),
+            partitioned=granularity is not None,
         )
         self._quarantine = QuarantineStore(engine, self.tables)
-        self._upkeep = Maintenance(engine, self.tables, self.retention, self.clock)
+        self._upkeep = Maintenance(
+            engine, self.tables, self.retention, self.clock, self._partitions
+        )
 
     def __repr__(self) -> str:
         """Show the database, prefix and retention."""
@@ -123,8 +146,37 @@ class Inbox:
     def create_schema(self) -> None:
         """Create the inbox, quarantine and watermark tables (and the audit
         trails of operator replays and actions) if they do not exist
-        (idempotent)."""
-        self.tables.metadata.create_all(self.engine, tables=self._every_table())
+        (idempotent). With ``partitioning``, the inbox table is partitioned
+        and its DEFAULT partition and the partitions ahead are created too.
+
+        Raises:
+            ConfigurationError: with ``partitioning``, an unpartitioned inbox
+                table already exists.
+        """
+        if self._partitions is None:
+            self.tables.metadata.create_all(self.engine, tables=self._every_table())
+            return
+        others = [t for t in self._every_table() if t is not self.tables.inbox]
+        self.tables.metadata.create_all(self.engine, tables=others)
+        self._partitions.create_schema()
+
+    def create_partitions(
+        self, *, ahead: int = DEFAULT_AHEAD, now: dt.datetime | None = None
+    ) -> list[str]:
+        """Create the missing partitions of a partitioned inbox, from the
+        period of ``now`` (default: the inbox clock) to ``ahead`` periods past
+        the expiry of a claim made then; return the names created. Every
+        :meth:`purge` does this too; run either at least once per period. A
+        claim whose expiry no partition covers lands in the DEFAULT
+        partition, and the partition created later takes its rows over.
+
+        Raises:
+            ConfigurationError: the inbox has no ``partitioning``, or a bad ``ahead``.
+        """
+        if self._partitions is None:
+            msg = "create_partitions() needs Inbox(..., partitioning='daily'|'weekly'|'monthly')"
+            raise ConfigurationError(msg)
+        return self._partitions.create_ahead(now=now, ahead=ahead)
 
     def check_schema(self) -> None:
         """Refuse a database without the inbox, quarantine or watermark table
@@ -135,10 +187,11 @@ class Inbox:
                 ``create_schema()`` and the Alembic branch that create it.
         """
         check_tables(self.engine, self._own_tables(), INBOX_SCHEMA)
+        check_layout(self.engine, self.tables, self._partitions)
 
     def drop_schema(self) -> None:
         """Drop the inbox, quarantine and watermark tables and the audit trails,
-        with every record in them."""
+        with every record in them (and every partition of a partitioned inbox)."""
         self.tables.metadata.drop_all(self.engine, tables=self._every_table())
 
     def _own_tables(self) -> list[Table]:
@@ -288,6 +341,8 @@ class Inbox:
 
     @functools.cached_property
     def _batches(self) -> BatchFlows:
+        if self._partitions is not None:
+            raise batch_on_partitions_error()
         return BatchFlows(
             self.tables, self.retention, self.clock, self.lock_timeout, self._flows.telemetry
         )
@@ -488,6 +543,11 @@ class Inbox:
         resolved_before: ResolvedCutoff = "horizon",
     ) -> PurgeReport:
         """Delete expired evidence in short batches.
+
+        On a partitioned inbox the partitions ahead are created first, then
+        every partition whose whole range has expired is detached and dropped
+        (never one holding a row an open quarantine record names), and only
+        the DEFAULT partition's expired rows are deleted in batches.
 
         Guarantees: a row whose ``expires_at`` is after ``now`` (default: the
         inbox clock) is never deleted; an open quarantine record is never

@@ -1,4 +1,5 @@
-"""The inbox's upkeep: purge (and its plan) and domain watermarks.
+"""The inbox's upkeep: purge (and its plan, and on a partitioned inbox its
+partition step) and domain watermarks.
 
 :class:`Maintenance` is a collaborator of :class:`inboxguard.Inbox`, kept
 apart so the guard's path stays small.
@@ -15,7 +16,14 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, as_utc, checked_now
 from inboxguard._core.retention import RetentionPolicy
-from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport, plan_purge, run_purge
+from inboxguard.inbox._purge import (
+    PartitionStep,
+    Progress,
+    PurgePlan,
+    PurgeReport,
+    plan_purge,
+    run_purge,
+)
 from inboxguard.inbox._watermark import advance
 from inboxguard.sql.connection import connection_of
 from inboxguard.sql.tables import InboxTables
@@ -34,9 +42,15 @@ class Maintenance:
     """Purge and watermarks of one inbox's tables."""
 
     def __init__(
-        self, engine: Engine, tables: InboxTables, retention: RetentionPolicy, clock: Clock
+        self,
+        engine: Engine,
+        tables: InboxTables,
+        retention: RetentionPolicy,
+        clock: Clock,
+        partitions: PartitionStep | None = None,
     ) -> None:
         self._engine = engine
+        self._partitions = partitions
         self._tables = tables
         self._retention = retention
         self._clock = clock
@@ -45,7 +59,8 @@ class Maintenance:
     def plan(self, *, now: dt.datetime | None, resolved_before: ResolvedCutoff) -> PurgePlan:
         """Count what :meth:`purge` would do, changing nothing."""
         at = self._now(now)
-        return plan_purge(self._engine, self._tables, at, self._cutoff(at, resolved_before))
+        cutoff = self._cutoff(at, resolved_before)
+        return plan_purge(self._engine, self._tables, at, cutoff, self._partitions)
 
     def purge(
         self,
@@ -66,6 +81,7 @@ class Maintenance:
             batch_size=batch_size,
             max_batches=max_batches,
             progress=progress,
+            partitions=self._partitions,
         )
 
     def advance_watermark(

@@ -22,6 +22,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
@@ -29,6 +30,7 @@ from sqlalchemy.exc import DBAPIError
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import PurgeStatements, database_for
+from inboxguard.sql.dialects.postgresql.partitions import DropOutcome
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
@@ -47,7 +49,12 @@ class PurgeReport:
     every expired row was gone. ``oldest_remaining_expiry`` is the earliest
     ``expires_at`` left in the inbox (None when it is empty). ``retries``
     counts batches retried after a lock timeout or deadlock; ``now`` is the
-    instant the purge measured expiry against.
+    instant the purge measured expiry against. On a partitioned inbox,
+    ``partitions_dropped`` names the partitions dropped whole (their rows are
+    not counted in ``deleted``, which counts the DEFAULT partition's rows),
+    ``partitions_kept`` the fully expired ones kept because an open
+    quarantine record names a row in them, and ``partitions_created`` those
+    created ahead.
     """
 
     deleted: int = 0
@@ -60,6 +67,9 @@ class PurgeReport:
     complete: bool = True
     retries: int = 0
     now: dt.datetime | None = field(default=None, repr=False)
+    partitions_created: tuple[str, ...] = ()
+    partitions_dropped: tuple[str, ...] = ()
+    partitions_kept: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One line a person can read."""
@@ -70,11 +80,18 @@ class PurgeReport:
         )
         state = "complete" if self.complete else "stopped at max_batches"
         rate = self.deleted / self.seconds if self.seconds else 0.0
+        parts = (
+            f"; partitions: {len(self.partitions_dropped)} dropped,"
+            f" {len(self.partitions_kept)} kept for open quarantine,"
+            f" {len(self.partitions_created)} created ahead"
+            if self.partitions_dropped or self.partitions_kept or self.partitions_created
+            else ""
+        )
         return (
             f"deleted {self.deleted} expired rows, dropped {self.results_dropped} results,"
             f" deleted {self.quarantine_deleted} resolved quarantine records in"
             f" {self.batches} batches, {self.seconds:.2f}s ({rate:,.0f} rows/s); {state};"
-            f" oldest remaining expiry: {oldest}"
+            f" oldest remaining expiry: {oldest}{parts}"
         )
 
 
@@ -91,8 +108,28 @@ class PurgePlan:
 Progress = Callable[[PurgeReport], None]
 
 
+class PartitionStep(Protocol):
+    """The purge's partition step on a partitioned inbox (see
+    :class:`inboxguard.inbox._partitioning.Partitions`)."""
+
+    #: The tables whose expired rows go one by one (the DEFAULT partition).
+    row_tables: InboxTables
+
+    def purge_step(self, conn: Connection, now: dt.datetime) -> tuple[list[str], DropOutcome]:
+        """Create the partitions ahead, drop the expired ones."""
+        ...
+
+    def droppable_rows(self, conn: Connection, now: dt.datetime) -> int:
+        """Rows the partitions to drop hold."""
+        ...
+
+
 def plan_purge(
-    engine: Engine, tables: InboxTables, now: dt.datetime, quarantine_before: dt.datetime | None
+    engine: Engine,
+    tables: InboxTables,
+    now: dt.datetime,
+    quarantine_before: dt.datetime | None,
+    partitions: PartitionStep | None = None,
 ) -> PurgePlan:
     """Count what a purge would delete or compact, changing nothing.
 
@@ -103,6 +140,9 @@ def plan_purge(
     with schema_required(INBOX_SCHEMA), engine.connect() as conn:
         expired, due, quarantine = sql.count(conn, now, quarantine_before)
         oldest = sql.oldest_expiry(conn)
+        if partitions is not None:
+            rows = database_for(engine.dialect).purge(partitions.row_tables)
+            expired = rows.count(conn, now, None)[0] + partitions.droppable_rows(conn, now)
     return PurgePlan(expired, due, quarantine, oldest)
 
 
@@ -115,8 +155,12 @@ def run_purge(
     batch_size: int = 1000,
     max_batches: int | None = None,
     progress: Progress | None = None,
+    partitions: PartitionStep | None = None,
 ) -> PurgeReport:
-    """Purge ``tables`` as of ``now``; see the module docstring.
+    """Purge ``tables`` as of ``now``; see the module docstring. On a
+    partitioned inbox (``partitions``), the expired partitions are dropped
+    whole first, under the same single-purger lock, and only the DEFAULT
+    partition's expired rows are deleted one by one.
 
     Raises:
         ConfigurationError: ``batch_size`` or ``max_batches`` is not a
@@ -133,6 +177,15 @@ def run_purge(
             return PurgeReport(acquired=False, complete=False, now=now)
         try:
             run = _Run(conn, sql, now, batch_size, max_batches, progress)
+            if partitions is not None:
+                created, outcome = partitions.purge_step(conn, now)
+                run.expiring = database_for(engine.dialect).purge(partitions.row_tables)
+                run.report = replace(
+                    run.report,
+                    partitions_created=tuple(created),
+                    partitions_dropped=outcome.dropped,
+                    partitions_kept=outcome.kept,
+                )
             report = run.all_steps(quarantine_before)
         finally:
             if sql.single_purger:
@@ -167,9 +220,11 @@ class _Run:
         self.max_batches, self.progress = max_batches, progress
         self.report = PurgeReport(now=now)
         self.started = time.perf_counter()
+        #: Whose expired rows go one by one (on a partitioned inbox: the DEFAULT partition's).
+        self.expiring = sql
 
     def all_steps(self, quarantine_before: dt.datetime | None) -> PurgeReport:
-        while self._room() and self._batch("deleted", self.sql.delete_expired, self.now):
+        while self._room() and self._batch("deleted", self.expiring.delete_expired, self.now):
             pass
         after: list[dt.datetime | None] = [None]
 

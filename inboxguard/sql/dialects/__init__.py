@@ -18,7 +18,7 @@ import datetime as dt
 
 from sqlalchemy.engine import Dialect as SaDialect
 
-from inboxguard.errors import UnsupportedDialectError
+from inboxguard.errors import ConfigurationError, UnsupportedDialectError
 from inboxguard.sql.dialects import mysql, postgresql, sqlite
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.batch import BatchStatements
@@ -51,6 +51,7 @@ __all__ = [
     "database_for",
     "dialect_for",
     "drive",
+    "partitioning_unsupported",
 ]
 
 #: The supported databases; a new one is one more entry here.
@@ -82,14 +83,34 @@ def database_for(sa_dialect: SaDialect) -> Database:
 
 
 def dialect_for(
-    sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
+    sa_dialect: SaDialect,
+    tables: InboxTables,
+    lock_timeout: dt.timedelta | None,
+    *,
+    partitioned: bool = False,
 ) -> Dialect:
-    """Return the inbox's statements for a SQLAlchemy dialect.
+    """Return the inbox's statements for a SQLAlchemy dialect (``partitioned``:
+    for an inbox table partitioned by expiry).
 
     Raises:
         UnsupportedDialectError: no supported database serves ``sa_dialect``.
+        ConfigurationError: ``partitioned`` on a database without partitioning.
     """
-    return database_for(sa_dialect).inbox.for_dialect(sa_dialect, tables, lock_timeout)
+    database = database_for(sa_dialect)
+    if not partitioned:
+        return database.inbox.for_dialect(sa_dialect, tables, lock_timeout)
+    if database.partitioned_inbox is None:
+        raise partitioning_unsupported(database.label)
+    return database.partitioned_inbox.for_dialect(sa_dialect, tables, lock_timeout)
+
+
+def partitioning_unsupported(label: str) -> ConfigurationError:
+    """The error for ``Inbox(partitioning=...)`` on a database without it."""
+    msg = (
+        f"partitioning is supported on PostgreSQL only, not on {label}: remove"
+        " partitioning=... from Inbox(...) (the purge deletes expired rows in batches there)"
+    )
+    return ConfigurationError(msg)
 
 
 def batch_for(

@@ -49,3 +49,6 @@ class Database:
     #: Refuses a connected SQLAlchemy dialect whose connections cannot keep the
     #: guarantees (MariaDB/MySQL: a character set other than utf8mb4).
     check: Callable[[SaDialect], None] = lambda sa_dialect: None
+    #: The inbox on a table partitioned by expiry (``Inbox(partitioning=...)``);
+    #: None where the database has no such layout.
+    partitioned_inbox: type[Dialect] | None = None

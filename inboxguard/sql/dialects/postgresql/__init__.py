@@ -3,7 +3,8 @@
 Each module's docstring starts with a *Features* block: :mod:`.inbox` (the
 claim in one round trip, ``lock_timeout`` scoped to the claim), :mod:`.outbox`
 (one-statement ``SKIP LOCKED`` claim, ``LISTEN``/``NOTIFY``) and :mod:`.purge`
-(advisory lock, ``ctid`` batches). The watermark is the shared
+(advisory lock, ``ctid`` batches); :mod:`.partitions` and :mod:`.partitioned`
+(the evidence partitioned by expiry, opt-in). The watermark is the shared
 ``ON CONFLICT`` upsert.
 """
 
@@ -14,10 +15,12 @@ from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
 from inboxguard.sql.dialects.postgresql.batch import PostgresqlBatch
 from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
 from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
+from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlDialect
 from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
 
 __all__ = [
     "DATABASE",
+    "PartitionedPostgresqlDialect",
     "PostgresqlBatch",
     "PostgresqlDialect",
     "PostgresqlOutbox",
@@ -33,4 +36,5 @@ DATABASE = Database(
     purge=PostgresqlPurge,
     outbox=PostgresqlOutbox,
     batch=PostgresqlBatch,
+    partitioned_inbox=PartitionedPostgresqlDialect,
 )

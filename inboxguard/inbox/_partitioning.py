@@ -1,0 +1,161 @@
+"""The inbox's evidence partitioned by expiry (``Inbox(partitioning=...)``):
+schema, partitions created ahead, and the purge's partition step.
+
+The statements live in :mod:`inboxguard.sql.dialects.postgresql.partitions`;
+this collaborator of :class:`inboxguard.Inbox` decides when they run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+
+from sqlalchemy import Connection, MetaData, func, select
+from sqlalchemy.engine import Engine
+
+from inboxguard._core.clock import Clock, checked_now
+from inboxguard._core.retention import RetentionPolicy
+from inboxguard.errors import ConfigurationError
+from inboxguard.sql.dialects import database_for, partitioning_unsupported
+from inboxguard.sql.dialects.postgresql.partitions import (
+    DropOutcome,
+    Granularity,
+    PartitionLayout,
+    next_period,
+)
+from inboxguard.sql.tables import InboxTables
+
+__all__ = [
+    "DEFAULT_AHEAD",
+    "Partitions",
+    "batch_on_partitions_error",
+    "check_layout",
+    "unexpected_layout",
+]
+
+#: How many periods past the expiry of a claim made now ``create_partitions()``
+#: and every purge create by default.
+DEFAULT_AHEAD = 3
+_MOVE = "see 'Moving an existing inbox' in docs/scaling.md"
+
+
+class Partitions:
+    """One inbox's partitions: created with the schema, ahead by maintenance,
+    dropped whole by the purge."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tables: InboxTables,
+        granularity: Granularity,
+        retention: RetentionPolicy,
+        clock: Clock,
+    ) -> None:
+        if engine.dialect.name != "postgresql":
+            raise partitioning_unsupported(database_for(engine.dialect).label)
+        self._engine = engine
+        self._retention = retention
+        self._clock = clock
+        self.layout = PartitionLayout(tables, granularity)
+        #: The tables the purge's row-by-row expiry step works on: the DEFAULT
+        #: partition only (every other partition goes whole).
+        self.row_tables = replace(tables, inbox=self.layout.default)
+
+    def create_schema(self) -> list[str]:
+        """Create the partitioned inbox table, its DEFAULT partition and the
+        partitions ahead; return the partitions created.
+
+        Raises:
+            ConfigurationError: an unpartitioned inbox table already exists.
+        """
+        with self._engine.connect() as conn:
+            if self.layout.is_partitioned(conn) is False:
+                raise unexpected_layout(self.layout.name, partitioned=False)
+            return self.layout.create(conn, *self._window(None, DEFAULT_AHEAD))
+
+    def check_schema(self) -> None:
+        """Refuse an inbox table that exists but is not partitioned."""
+        with self._engine.connect() as conn:
+            if self.layout.is_partitioned(conn) is False:
+                raise unexpected_layout(self.layout.name, partitioned=False)
+
+    def create_ahead(self, *, now: dt.datetime | None, ahead: int) -> list[str]:
+        """Create the missing partitions up to ``ahead`` periods past the
+        expiry of a claim made at ``now``; return their names."""
+        _check_ahead(ahead)
+        with self._engine.connect() as conn:
+            return self.layout.create_ahead(conn, *self._window(now, ahead))
+
+    def purge_step(self, conn: Connection, now: dt.datetime) -> tuple[list[str], DropOutcome]:
+        """The purge's partition step, on the purge's connection under its
+        lock: create the partitions ahead, then drop the expired ones."""
+        created = self.layout.create_ahead(conn, *self._window(now, DEFAULT_AHEAD))
+        return created, self.layout.drop_expired(conn, now)
+
+    def droppable_rows(self, conn: Connection, now: dt.datetime) -> int:
+        """Rows in the partitions whose whole range has expired at ``now``
+        (what a purge would drop, unless quarantine holds a partition)."""
+        naive = now.astimezone(dt.UTC).replace(tzinfo=None)
+        granularity = self.layout.granularity
+        total = 0
+        for name, start in self.layout.partitions(conn).items():
+            if next_period(start, granularity) > naive:
+                break
+            part = self.layout.default.to_metadata(MetaData(), name=name)
+            total += int(conn.execute(select(func.count()).select_from(part)).scalar_one())
+        return total
+
+    def _window(self, now: dt.datetime | None, ahead: int) -> tuple[dt.datetime, dt.datetime]:
+        at = checked_now(self._clock) if now is None else now
+        return at, self.layout.horizon_end(at, self._retention.horizon, ahead)
+
+
+def check_layout(engine: Engine, tables: InboxTables, partitions: Partitions | None) -> None:
+    """Refuse an inbox table whose layout (partitioned or not) is not the one
+    the inbox is configured with; PostgreSQL only (nothing else partitions).
+
+    Raises:
+        ConfigurationError: the layouts differ, naming the fix.
+    """
+    if partitions is not None:
+        partitions.check_schema()
+        return
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.connect() as conn:
+        if PartitionLayout(tables, "daily").is_partitioned(conn):
+            raise unexpected_layout(tables.inbox.name, partitioned=True)
+
+
+def unexpected_layout(name: str, *, partitioned: bool) -> ConfigurationError:
+    """The error for an inbox table whose layout is not the configured one."""
+    if partitioned:
+        msg = (
+            f"the inbox table {name!r} is partitioned by expiry, but this Inbox has no"
+            " partitioning=...: pass Inbox(..., partitioning=<the granularity it was"
+            " created with>), e.g. 'daily'"
+        )
+    else:
+        msg = (
+            f"the inbox table {name!r} exists and is not partitioned, but this Inbox has"
+            f" partitioning=...: move the table first ({_MOVE}), or drop partitioning"
+        )
+    return ConfigurationError(msg)
+
+
+def batch_on_partitions_error() -> ConfigurationError:
+    """The error for ``guard_batch()`` on a partitioned inbox: its one-statement
+    claim relies on a unique index across the whole table, which a
+    partitioned table cannot have."""
+    msg = (
+        "guard_batch() is not available on a partitioned inbox (Inbox(partitioning=...)):"
+        " its one-statement claim needs (consumer, command_id) unique across the whole"
+        " table. Nothing was claimed; guard each command with guard(), or drop partitioning"
+    )
+    return ConfigurationError(msg)
+
+
+def _check_ahead(ahead: object) -> None:
+    if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+        msg = f"create_partitions(ahead=...) must be a non-negative int (periods), got {ahead!r}"
+        raise ConfigurationError(msg)
