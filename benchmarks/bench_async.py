@@ -39,7 +39,7 @@ from inboxguard import Inbox
 from tests.helpers import business_tables
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
-MESSAGES = int(os.environ.get("BENCH_MESSAGES", "1000"))
+MESSAGES = int(os.environ.get("BENCH_MESSAGES", "600"))
 WARMUP = 300
 #: Messages per consumer per mode in one interleaved chunk.
 CHUNK = 50
