@@ -93,7 +93,9 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
         " :result_expires_at"
     )
     conflict = " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING digest"
-    stored = " FROM {inbox} WHERE consumer = :key_consumer AND command_id = :key_command_id"
+    # The stored row is read by the same two binds the insert uses (a text
+    # statement may repeat a bind), so the driver sends six parameters, not eight.
+    stored = " FROM {inbox} WHERE consumer = :consumer AND command_id = :command_id"
     if lock_timeout is None:
         return (
             f"WITH claimed AS ({insert}{conflict})"

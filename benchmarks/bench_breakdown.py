@@ -1,0 +1,338 @@
+"""Where the time of one guard goes, on PostgreSQL, in one process.
+
+Each round runs three variants, in the order :func:`benchmarks._harness.rotate`
+gives that round, ``BENCH_MESSAGES`` messages each, one transaction a message
+on a Core connection:
+
+- ``fresh``: ``inbox.guard`` on a fresh command ID, the block assigning a small
+  result (so the result store runs);
+- ``duplicate``: ``inbox.guard`` on a committed ID;
+- ``floor``: one ``INSERT ... ON CONFLICT DO NOTHING`` of the ID into a
+  one-column table, the statement the inbox benchmark's ``floor`` adds.
+
+Timed per message: the whole guard (from ``inbox.guard(...)`` to the end of
+the ``with``, the caller's block excluded), and, through SQLAlchemy's
+``before_execute``/``after_execute`` and ``*_cursor_execute`` events, each
+statement's time in ``Connection.execute`` and in the driver's
+``cursor.execute`` (driver and server, the round trip). The pure-Python steps
+are timed in loops of their own in the same round: validation of the two
+identities, the payload digest, the whole of ``prepare`` (validation, digest
+and the claim's parameters) and the result's canonical encoding. The flow
+and driver overhead is what remains of the whole guard. A cProfile run after
+the rounds lists the package's own functions by their own time.
+
+Run with ``python -m benchmarks breakdown``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import datetime as dt
+import os
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
+
+from benchmarks import _harness
+from benchmarks._harness import Load
+from benchmarks._report import table, write_section
+from inboxguard import Inbox
+from inboxguard._core.digest import canonical_json, digest_of
+from inboxguard._core.identity import validate_identity
+from inboxguard.inbox._decide import prepare
+
+PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
+MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
+WARMUP = 300
+VARIANTS = ("fresh", "duplicate", "floor")
+CONSUMER = "billing.transfers"
+RESULT = {"status": "applied", "ledger_id": 12345}
+PACKAGE = str(Path(__file__).resolve().parent.parent / "inboxguard")
+
+
+def _payload(cid: str) -> dict[str, Any]:
+    return {"id": cid, "account": "acc-42", "amount": 1250, "currency": "EUR", "note": "rent"}
+
+
+class StatementClock:
+    """Per-statement time in ``Connection.execute`` and in ``cursor.execute``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.sa: dict[str, float] = defaultdict(float)
+        self.cursor: dict[str, float] = defaultdict(float)
+        self._label = ""
+        self._t_sa = 0.0
+        self._t_cur = 0.0
+        self._engine = engine
+        for name, fn in self._listeners():
+            event.listen(engine, name, fn)
+
+    def _listeners(self) -> list[tuple[str, Callable[..., None]]]:
+        return [
+            ("before_execute", self._before),
+            ("after_execute", self._after),
+            ("before_cursor_execute", self._before_cursor),
+            ("after_cursor_execute", self._after_cursor),
+        ]
+
+    def close(self) -> None:
+        """Stop listening (the profile runs without the events)."""
+        for name, fn in self._listeners():
+            event.remove(self._engine, name, fn)
+
+    def reset(self) -> None:
+        self.sa.clear()
+        self.cursor.clear()
+
+    def _before(self, *_: Any) -> None:
+        self._t_sa = time.perf_counter()
+
+    def _after(self, *_: Any) -> None:
+        self.sa[self._label] += time.perf_counter() - self._t_sa
+
+    def _before_cursor(self, _c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        head = statement.lstrip()[:6].upper()
+        self._label = {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}.get(
+            head.split(" ")[0], "other"
+        )
+        self._t_cur = time.perf_counter()
+
+    def _after_cursor(self, *_: Any) -> None:
+        self.cursor[self._label] += time.perf_counter() - self._t_cur
+
+
+def _loop(n: int, fn: Callable[[int], object]) -> float:
+    """Seconds per call of ``fn(i)`` over ``n`` calls."""
+    start = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return (time.perf_counter() - start) / n
+
+
+def _guards(engine: Engine, inbox: Inbox, ids: list[str]) -> float:
+    """Guard each ID in a transaction of its own; seconds in the guard per message."""
+    spent = 0.0
+    for cid in ids:
+        with engine.connect() as conn, conn.begin():
+            start = time.perf_counter()
+            with inbox.guard(conn, consumer=CONSUMER, command_id=cid, payload=_payload(cid)) as e:
+                inside = time.perf_counter()
+                if not e.duplicate:
+                    e.result = RESULT
+                block = time.perf_counter() - inside
+            spent += time.perf_counter() - start - block
+    return spent / len(ids)
+
+
+def _floor(engine: Engine, prefix: str, ids: list[str]) -> float:
+    stmt = text(f"INSERT INTO {prefix}floor (command_id) VALUES (:cid) ON CONFLICT DO NOTHING")
+    spent = 0.0
+    for cid in ids:
+        with engine.connect() as conn, conn.begin():
+            start = time.perf_counter()
+            conn.execute(stmt, {"cid": cid})
+            spent += time.perf_counter() - start
+    return spent / len(ids)
+
+
+def _python_steps(inbox: Inbox, tag: str) -> dict[str, float]:
+    ids = [f"{tag}-py-{i}" for i in range(MESSAGES)]
+    payloads = [_payload(c) for c in ids]
+
+    def validation(i: int) -> None:
+        validate_identity(CONSUMER, "consumer")
+        validate_identity(ids[i], "command_id")
+
+    def whole(i: int) -> None:
+        prepare(
+            CONSUMER, ids[i], payloads[i], (), None, retention=inbox.retention, clock=inbox.clock
+        )
+
+    return {
+        "validation": _loop(MESSAGES, validation),
+        "digest": _loop(MESSAGES, lambda i: digest_of(payloads[i])),
+        "prepare": _loop(MESSAGES, whole),
+        "result encoding": _loop(MESSAGES, lambda _i: canonical_json(RESULT, root="result")),
+    }
+
+
+def _round(
+    engine: Engine, inbox: Inbox, clock: StatementClock, prefix: str, order: list[str], i: int
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    fresh = [f"r{i}-{n}" for n in range(MESSAGES)]
+    dup = [f"r{i}-dup-{n}" for n in range(MESSAGES)]
+    _guards(engine, inbox, dup)  # untimed: the duplicates' evidence
+    for variant in order:
+        clock.reset()
+        if variant == "fresh":
+            out["fresh"] = _guards(engine, inbox, fresh)
+            for label in ("claim", "store"):
+                out[f"fresh {label} sa"] = clock.sa[label] / MESSAGES
+                out[f"fresh {label} cursor"] = clock.cursor[label] / MESSAGES
+        elif variant == "duplicate":
+            out["duplicate"] = _guards(engine, inbox, dup)
+            out["duplicate claim sa"] = clock.sa["claim"] / MESSAGES
+            out["duplicate claim cursor"] = clock.cursor["claim"] / MESSAGES
+        else:
+            out["floor"] = _floor(engine, prefix, [f"{c}-floor" for c in fresh])
+            out["floor cursor"] = clock.cursor["floor"] / MESSAGES
+    out.update(_python_steps(inbox, f"r{i}"))
+    return out
+
+
+def _profile(engine: Engine, inbox: Inbox, n: int) -> list[list[object]]:
+    """The package's own functions by own time, per guard (fresh and duplicate)."""
+    ids = [f"prof-{k}" for k in range(n)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _guards(engine, inbox, ids)
+    _guards(engine, inbox, ids)
+    profiler.disable()
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, name), (_cc, calls, own, cum, _callers) in stats.items():
+        if path.startswith(PACKAGE):
+            rel = Path(path).relative_to(Path(PACKAGE).parent)
+            rows.append((own, calls, cum, f"`{rel}:{line}({name})`"))
+    rows.sort(reverse=True)
+    guards = 2 * n
+    return [
+        [where, f"{calls / guards:.1f}", f"{own / guards * 1e6:.1f}", f"{cum / guards * 1e6:.1f}"]
+        for own, calls, cum, where in rows[:15]
+    ]
+
+
+def _us(values: list[float]) -> str:
+    """Median (min-max) of per-round seconds, in microseconds."""
+    us = [v * 1e6 for v in values]
+    return f"{statistics.median(us):.0f} ({min(us):.0f}-{max(us):.0f})"
+
+
+def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
+    def col(key: str) -> list[float]:
+        return [r[key] for r in rounds]
+
+    def derived(fn: Callable[[dict[str, float]], float]) -> list[float]:
+        return [fn(r) for r in rounds]
+
+    fresh_total = col("fresh")
+
+    def rest(r: dict[str, float]) -> float:
+        return (
+            r["fresh"]
+            - r["prepare"]
+            - r["fresh claim sa"]
+            - r["fresh store sa"]
+            - r["result encoding"]
+        )
+
+    steps = [
+        ("validation (consumer and command ID)", col("validation")),
+        ("payload digest (canonical walk + SHA-256)", col("digest")),
+        (
+            "claim parameters (the rest of `prepare`)",
+            derived(lambda r: r["prepare"] - r["validation"] - r["digest"]),
+        ),
+        ("claim statement: driver + server (`cursor.execute`)", col("fresh claim cursor")),
+        (
+            "claim statement: SQLAlchemy around it",
+            derived(lambda r: r["fresh claim sa"] - r["fresh claim cursor"]),
+        ),
+        ("result encoding (canonical JSON)", col("result encoding")),
+        ("result store: driver + server", col("fresh store cursor")),
+        (
+            "result store: SQLAlchemy around it",
+            derived(lambda r: r["fresh store sa"] - r["fresh store cursor"]),
+        ),
+        ("flow and driver (session checks, generator, entry, telemetry)", derived(rest)),
+    ]
+    rows: list[list[object]] = []
+    for label, values in steps:
+        share = statistics.median(v / t for v, t in zip(values, fresh_total, strict=True))
+        rows.append([label, _us(values), f"{share:.0%}"])
+    rows.append(["**whole fresh guard**", _us(fresh_total), "100%"])
+    return rows
+
+
+def main() -> None:
+    """Time the steps of a guard on PostgreSQL and profile it."""
+    sys.path.insert(0, os.getcwd())
+    n_rounds = _harness.rounds()
+    load = Load()
+    began = time.perf_counter()
+    db = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{db}"'))
+    prefix = "bd_"
+    try:
+        engine = create_engine(f"{PG_ADMIN}/{db}", pool_size=1)
+        inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
+        inbox.create_schema()
+        with engine.begin() as conn:
+            conn.execute(text(f"CREATE TABLE {prefix}floor (command_id VARCHAR(255) PRIMARY KEY)"))
+        warm = [f"warm-{k}" for k in range(WARMUP)]
+        _guards(engine, inbox, warm)
+        _guards(engine, inbox, warm)
+        _floor(engine, prefix, warm)
+        clock = StatementClock(engine)
+        rounds = _harness.run_rounds(
+            VARIANTS,
+            lambda order, i: _round(engine, inbox, clock, prefix, order, i),
+            n_rounds,
+        )
+        clock.close()
+        profile = _profile(engine, inbox, min(MESSAGES, 1000))
+        engine.dispose()
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+        admin.dispose()
+    load.stop()
+    statements = [
+        ["fresh claim", _us([r["fresh claim cursor"] for r in rounds])],
+        ["duplicate claim", _us([r["duplicate claim cursor"] for r in rounds])],
+        ["one-column floor insert", _us([r["floor cursor"] for r in rounds])],
+        ["result store (fresh only)", _us([r["fresh store cursor"] for r in rounds])],
+    ]
+    body = (
+        f"PostgreSQL, one process, {MESSAGES:,} messages per variant per round after a"
+        f" {WARMUP}-message warm-up, {n_rounds} rounds with the variants (fresh guard,"
+        " duplicate guard, floor insert) in a rotated order; figures are microseconds per"
+        " message, median (min-max) over the rounds. Each message is one transaction on a"
+        " Core connection; a fresh guard's block assigns a small result, so the result"
+        " store runs. Statement times come from SQLAlchemy's execute and cursor events;"
+        " the pure-Python steps are timed in loops of their own; the flow and driver line"
+        " is what remains of the whole guard. psycopg sends the transaction's `BEGIN`"
+        " with its first statement, so the claim's driver time includes it (the floor"
+        " insert's too).\n\n"
+        + table(["step of a fresh guard", "µs per guard", "share"], _steps(rounds))
+        + "\n\nOne statement's round trip (driver + server), µs:\n\n"
+        + table(["statement", "µs"], statements)
+        + f"\n\nUnder cProfile ({2 * min(MESSAGES, 1000):,} guards, half fresh, half"
+        " duplicate; profiled times are inflated), the package's own functions by own time"
+        " per guard:\n\n"
+        + table(["function", "calls per guard", "own µs", "cumulative µs"], profile)
+        + f"\n\nThe run took {time.perf_counter() - began:.0f} s."
+    )
+    write_section(
+        "breakdown",
+        "Where the time goes (`benchmarks/bench_breakdown.py`)",
+        body,
+        load=load,
+        rounds=n_rounds,
+    )
+
+
+if __name__ == "__main__":
+    main()
