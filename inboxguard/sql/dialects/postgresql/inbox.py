@@ -23,7 +23,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Boolean, Executable, bindparam, column
+from sqlalchemy import BindParameter, Boolean, Executable, TextualSelect, bindparam, column
 from sqlalchemy.dialects.postgresql import insert
 
 from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
@@ -31,7 +31,7 @@ from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
-__all__ = ["PostgresqlDialect"]
+__all__ = ["PostgresqlDialect", "claim_text"]
 
 
 class PostgresqlDialect(Dialect):
@@ -42,23 +42,7 @@ class PostgresqlDialect(Dialect):
         # Written as text on purpose: SQLAlchemy 2.0 does not cache the compiled
         # form of postgresql.insert() (sqlalchemy/sqlalchemy#10445), and
         # recompiling this statement for every message tripled the guard's cost.
-        self._claim_stmt = (
-            table_text(_claim_sql(lock_timeout), inbox=tables.inbox)
-            .bindparams(
-                bindparam("consumer", type_=id_type()),
-                bindparam("command_id", type_=id_type()),
-                bindparam("digest", type_=digest_type()),
-                bindparam("processed_at", type_=UtcDateTime()),
-                bindparam("expires_at", type_=UtcDateTime()),
-                bindparam("result_expires_at", type_=UtcDateTime()),
-            )
-            .columns(
-                column("digest", digest_type()),
-                column("result", long_text()),
-                column("result_expires_at", UtcDateTime()),
-                column("fresh", Boolean()),
-            )
-        )
+        self._claim_stmt = claim_text(_claim_sql(lock_timeout), tables)
         self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
 
     def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
@@ -120,4 +104,27 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
         f" SELECT NULL, NULL, NULL, NULL, {restore}"
         " WHERE NOT EXISTS (SELECT 1 FROM claimed)"
         f" AND NOT EXISTS (SELECT 1{stored})"
+    )
+
+
+def claim_text(sql: str, tables: InboxTables, *extra: BindParameter[Any]) -> TextualSelect:
+    """A claim statement's text with the claim's bind types and result columns
+    (``extra``: further bind parameters the statement names)."""
+    return (
+        table_text(sql, inbox=tables.inbox)
+        .bindparams(
+            bindparam("consumer", type_=id_type()),
+            bindparam("command_id", type_=id_type()),
+            bindparam("digest", type_=digest_type()),
+            bindparam("processed_at", type_=UtcDateTime()),
+            bindparam("expires_at", type_=UtcDateTime()),
+            bindparam("result_expires_at", type_=UtcDateTime()),
+            *extra,
+        )
+        .columns(
+            column("digest", digest_type()),
+            column("result", long_text()),
+            column("result_expires_at", UtcDateTime()),
+            column("fresh", Boolean()),
+        )
     )

@@ -28,15 +28,14 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, column, text
+from sqlalchemy import bindparam, text
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects.base.inbox import Claim, Steps
-from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect, claim_text
 from inboxguard.sql.dialects.postgresql.partitions import claim_lock_seed
-from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
-from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
+from inboxguard.sql.types import id_type
 
 __all__ = ["PartitionedPostgresqlDialect"]
 
@@ -55,24 +54,7 @@ class PartitionedPostgresqlDialect(PostgresqlDialect):
         self._lock_stmt = text(
             _lock_sql(claim_lock_seed(tables.inbox.name), lock_timeout)
         ).bindparams(*keyed)
-        self._claim_stmt = (
-            table_text(_CLAIM_SQL, inbox=tables.inbox)
-            .bindparams(
-                bindparam("consumer", type_=id_type()),
-                bindparam("command_id", type_=id_type()),
-                bindparam("digest", type_=digest_type()),
-                bindparam("processed_at", type_=UtcDateTime()),
-                bindparam("expires_at", type_=UtcDateTime()),
-                bindparam("result_expires_at", type_=UtcDateTime()),
-                *keyed,
-            )
-            .columns(
-                column("digest", digest_type()),
-                column("result", long_text()),
-                column("result_expires_at", UtcDateTime()),
-                column("fresh", Boolean()),
-            )
-        )
+        self._claim_stmt = claim_text(_CLAIM_SQL, tables, *keyed)
 
     def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Take the command's advisory lock, refuse a snapshot older than the
