@@ -11,10 +11,11 @@ on a Core connection:
   one-column table, the statement the inbox benchmark's ``floor`` adds.
 
 Timed per message: the whole guard (from ``inbox.guard(...)`` to the end of
-the ``with``, the caller's block excluded), and, through SQLAlchemy's
-``before_execute``/``after_execute`` and ``*_cursor_execute`` events, each
-statement's time in ``Connection.execute`` and in the driver's
-``cursor.execute`` (driver and server, the round trip). The pure-Python steps
+the ``with``, the caller's block excluded), and each statement's time in the
+guard's statement runner (SQLAlchemy's ``Connection.execute``, or the direct
+path of :mod:`inboxguard.sql.direct`) and in the driver's ``cursor.execute``
+(driver and server, the round trip), without any SQLAlchemy event listener,
+which would turn the direct path off. The pure-Python steps
 are timed in loops of their own in the same round: validation of the two
 identities, the payload digest, the whole of ``prepare`` (validation, digest
 and the claim's parameters) and the result's canonical encoding. The flow
@@ -39,7 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, text
+import psycopg
+from sqlalchemy import TextualSelect, create_engine, text
 from sqlalchemy.engine import Engine
 
 from benchmarks import _harness
@@ -48,6 +50,7 @@ from benchmarks._report import table, write_section
 from inboxguard import Inbox
 from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
+from inboxguard.inbox import _drive
 from inboxguard.inbox._decide import prepare
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -64,50 +67,70 @@ def _payload(cid: str) -> dict[str, Any]:
 
 
 class StatementClock:
-    """Per-statement time in ``Connection.execute`` and in ``cursor.execute``."""
+    """Per-statement time in the guard's statement runner and in ``cursor.execute``.
 
-    def __init__(self, engine: Engine) -> None:
+    SQLAlchemy's statement events would send the claim through
+    ``Connection.execute`` (a connection with listeners never takes the direct
+    path, :mod:`inboxguard.sql.direct`), so the clock listens to nothing: it
+    wraps the runner the sync driver calls for each statement, and times the
+    driver's own ``execute`` in a psycopg cursor class given to the engine.
+    """
+
+    def __init__(self) -> None:
         self.sa: dict[str, float] = defaultdict(float)
         self.cursor: dict[str, float] = defaultdict(float)
         self._label = ""
-        self._t_sa = 0.0
-        self._t_cur = 0.0
-        self._engine = engine
-        for name, fn in self._listeners():
-            event.listen(engine, name, fn)
+        self._runner = _drive.execute
+        self.on = False
 
-    def _listeners(self) -> list[tuple[str, Callable[..., None]]]:
-        return [
-            ("before_execute", self._before),
-            ("after_execute", self._after),
-            ("before_cursor_execute", self._before_cursor),
-            ("after_cursor_execute", self._after_cursor),
-        ]
+    def cursor_class(self) -> type[psycopg.Cursor[Any]]:
+        """A psycopg cursor that reports each ``execute`` to this clock."""
+        clock = self
+
+        class TimedCursor(psycopg.Cursor[Any]):
+            def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return super().execute(query, *args, **kwargs)
+                finally:
+                    if clock.on:
+                        clock.cursor[_label(str(query))] += time.perf_counter() - start
+
+        return TimedCursor
+
+    def start(self) -> None:
+        """Time the guard's statements (the profile runs without the wrapper)."""
+        runner = self._runner
+
+        def timed(conn: Any, statement: Any, params: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return runner(conn, statement, params)
+            finally:
+                self.sa[_kind(statement)] += time.perf_counter() - start
+
+        _drive.execute = timed  # type: ignore[assignment]
+        self.on = True
 
     def close(self) -> None:
-        """Stop listening (the profile runs without the events)."""
-        for name, fn in self._listeners():
-            event.remove(self._engine, name, fn)
+        _drive.execute = self._runner  # type: ignore[assignment]
+        self.on = False
 
     def reset(self) -> None:
         self.sa.clear()
         self.cursor.clear()
 
-    def _before(self, *_: Any) -> None:
-        self._t_sa = time.perf_counter()
 
-    def _after(self, *_: Any) -> None:
-        self.sa[self._label] += time.perf_counter() - self._t_sa
+def _kind(statement: Any) -> str:
+    """The label of a statement object (never compiled: ``str()`` would compile it)."""
+    if isinstance(statement, TextualSelect):
+        return _label(str(statement.element.text))  # the SQL text as written
+    return "store" if getattr(statement, "is_update", False) else "other"
 
-    def _before_cursor(self, _c: Any, _cur: Any, statement: str, *_: Any) -> None:
-        head = statement.lstrip()[:6].upper()
-        self._label = {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}.get(
-            head.split(" ")[0], "other"
-        )
-        self._t_cur = time.perf_counter()
 
-    def _after_cursor(self, *_: Any) -> None:
-        self.cursor[self._label] += time.perf_counter() - self._t_cur
+def _label(statement: str) -> str:
+    head = statement.lstrip()[:6].upper().split(" ")[0]
+    return {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}.get(head, "other")
 
 
 def _loop(n: int, fn: Callable[[int], object]) -> float:
@@ -245,13 +268,13 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
         ),
         ("claim statement: driver + server (`cursor.execute`)", col("fresh claim cursor")),
         (
-            "claim statement: SQLAlchemy around it",
+            "claim statement: the runner around it (direct path)",
             derived(lambda r: r["fresh claim sa"] - r["fresh claim cursor"]),
         ),
         ("result encoding (canonical JSON)", col("result encoding")),
         ("result store: driver + server", col("fresh store cursor")),
         (
-            "result store: SQLAlchemy around it",
+            "result store: the runner around it (direct path)",
             derived(lambda r: r["fresh store sa"] - r["fresh store cursor"]),
         ),
         ("flow and driver (session checks, generator, entry, telemetry)", derived(rest)),
@@ -276,7 +299,10 @@ def main() -> None:
         conn.execute(text(f'CREATE DATABASE "{db}"'))
     prefix = "bd_"
     try:
-        engine = create_engine(f"{PG_ADMIN}/{db}", pool_size=1)
+        clock = StatementClock()
+        engine = create_engine(
+            f"{PG_ADMIN}/{db}", pool_size=1, connect_args={"cursor_factory": clock.cursor_class()}
+        )
         inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
         inbox.create_schema()
         with engine.begin() as conn:
@@ -285,7 +311,7 @@ def main() -> None:
         _guards(engine, inbox, warm)
         _guards(engine, inbox, warm)
         _floor(engine, prefix, warm)
-        clock = StatementClock(engine)
+        clock.start()
         rounds = _harness.run_rounds(
             VARIANTS,
             lambda order, i: _round(engine, inbox, clock, prefix, order, i),
@@ -311,7 +337,9 @@ def main() -> None:
         " duplicate guard, floor insert) in a rotated order; figures are microseconds per"
         " message, median (min-max) over the rounds. Each message is one transaction on a"
         " Core connection; a fresh guard's block assigns a small result, so the result"
-        " store runs. Statement times come from SQLAlchemy's execute and cursor events;"
+        " store runs. Statement times come from a wrapper around the guard's statement"
+        " runner and a timed psycopg cursor (no SQLAlchemy event listener, which would turn"
+        " the claim's direct path off);"
         " the pure-Python steps are timed in loops of their own; the flow and driver line"
         " is what remains of the whole guard. psycopg sends the transaction's `BEGIN`"
         " with its first statement, so the claim's driver time includes it (the floor"

@@ -29,6 +29,7 @@ from inboxguard.sql.connection import (
     transaction_kept,
     transaction_mark,
 )
+from inboxguard.sql.direct import execute
 from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def drive_batch_sync(
                     request = _resume(flow, BlockExit(transaction_kept(mark)))
                 case Execute(statement, params):
                     try:
-                        result = conn.execute(statement, params)
+                        result = execute(conn, statement, params)
                     except DBAPIError as error:
                         request = _resume(flow, error=error)
                     else:

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Result
 from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.errors import InProgressError
+from inboxguard.sql.direct import execute
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
@@ -58,7 +59,7 @@ def drive(conn: Connection, steps: Steps[_T]) -> _T:
     try:
         stmt, params = next(steps)
         while True:
-            stmt, params = steps.send(conn.execute(stmt, params))
+            stmt, params = steps.send(execute(conn, stmt, params))
     except StopIteration as done:
         value: _T = done.value
         return value

@@ -2,6 +2,8 @@
 
 Features:
 
+- claim and result store: one statement each, run on the caller's DBAPI cursor
+  where :mod:`inboxguard.sql.direct` allows.
 - claim: one statement (kept as SQL text so its compiled form is cached). A
   data-modifying CTE runs ``INSERT ... ON CONFLICT DO
   NOTHING RETURNING`` and, when nothing was inserted, reads the stored row in
@@ -23,10 +25,11 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import BindParameter, Boolean, Executable, TextualSelect, bindparam, column
+from sqlalchemy import BindParameter, Boolean, Executable, Integer, bindparam, column
 from sqlalchemy.dialects.postgresql import insert
 
 from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.direct import DirectSelect, direct
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
@@ -44,6 +47,7 @@ class PostgresqlDialect(Dialect):
         # recompiling this statement for every message tripled the guard's cost.
         self._claim_stmt = claim_text(_claim_sql(lock_timeout), tables)
         self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
+        self.store_result_stmt = _store_text(tables)
 
     def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Claim in one round trip; read again only after a lost race."""
@@ -107,10 +111,29 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
     )
 
 
-def claim_text(sql: str, tables: InboxTables, *extra: BindParameter[Any]) -> TextualSelect:
+def _store_text(tables: InboxTables) -> DirectSelect:
+    """The result store as text, so it may take the direct path too; ``RETURNING``
+    makes it a statement with rows, and its row count is the rows it updated."""
+    return direct(
+        table_text(
+            "UPDATE {inbox} SET result = :new_result"
+            " WHERE consumer = :key_consumer AND command_id = :key_command_id RETURNING 1",
+            inbox=tables.inbox,
+        )
+        .bindparams(
+            bindparam("new_result", type_=long_text()),
+            bindparam("key_consumer", type_=id_type()),
+            bindparam("key_command_id", type_=id_type()),
+        )
+        .columns(column("stored", Integer()))
+    )
+
+
+def claim_text(sql: str, tables: InboxTables, *extra: BindParameter[Any]) -> DirectSelect:
     """A claim statement's text with the claim's bind types and result columns
-    (``extra``: further bind parameters the statement names)."""
-    return (
+    (``extra``: further bind parameters the statement names), run on the
+    caller's DBAPI cursor where :mod:`inboxguard.sql.direct` allows."""
+    return direct(
         table_text(sql, inbox=tables.inbox)
         .bindparams(
             bindparam("consumer", type_=id_type()),

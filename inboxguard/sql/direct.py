@@ -1,0 +1,163 @@
+"""The hot path's statements, run on the caller's DBAPI cursor when nothing would notice.
+
+Every guarded message runs the claim. Through ``Connection.execute``,
+SQLAlchemy spends about as much CPU building the execution context and the
+result around that one statement as the driver and the server spend running
+it (``python -m benchmarks breakdown`` measures both). A :class:`DirectSelect`
+is an ordinary SQLAlchemy text statement that :func:`execute` may instead send
+straight to the DBAPI cursor of the caller's own connection: the same
+connection and transaction, the same SQL text (so the same server-side
+prepared statement), the same bind and result conversions of its column
+types, and a driver error raised as the ``DBAPIError`` SQLAlchemy would have
+raised, after invalidating the connection on a disconnect as SQLAlchemy does.
+
+It goes direct only when the difference cannot be seen; otherwise SQLAlchemy
+runs it, unchanged:
+
+- the driver is sync psycopg (the ``postgresql+psycopg`` URL) with its
+  ``pyformat`` bind style;
+- the connection has no ``schema_translate_map`` (a schema per tenant is
+  rendered by SQLAlchemy at execution time);
+- no listener of a statement event is registered on the engine, the
+  connection or the dialect (``before_execute``, ``after_execute``,
+  ``before_cursor_execute``, ``after_cursor_execute``, ``do_execute``,
+  ``handle_error``): tracing and instrumentation see every statement;
+- SQLAlchemy's statement logging (``echo``, or the ``sqlalchemy.engine``
+  logger at INFO) is off.
+
+The asyncio drivers always run the statement through SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Connection, Executable, TextualSelect
+from sqlalchemy.engine import Dialect, Result
+from sqlalchemy.exc import DBAPIError
+
+__all__ = ["DirectSelect", "direct", "execute"]
+
+_Processor = Callable[[Any], Any]
+
+
+class DirectSelect(TextualSelect):
+    """A text statement with typed binds and result columns that :func:`execute`
+    may run on the DBAPI cursor (see the module's conditions)."""
+
+    inherit_cache = True
+
+    def forms(self, dialect: Dialect) -> _Form:
+        """The compiled SQL and the type conversions for ``dialect`` (cached)."""
+        cache: dict[Dialect, _Form] = self.__dict__.setdefault("_direct_forms", {})
+        form = cache.get(dialect)
+        if form is None:
+            form = cache[dialect] = _Form(self, dialect)
+        return form
+
+
+def direct(statement: TextualSelect) -> DirectSelect:
+    """``statement`` (built with ``text(...).bindparams(...).columns(...)``) as a
+    :class:`DirectSelect`."""
+    columns: list[Any] = list(statement.column_args)
+    return DirectSelect(statement.element, columns, positional=statement.positional)
+
+
+class _Form:
+    """One dialect's compiled SQL, bind processors and result processors."""
+
+    __slots__ = ("binds", "columns", "sql")
+
+    def __init__(self, statement: DirectSelect, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql: str = compiled.string
+        self.binds: dict[str, _Processor] = {}
+        for name, bind in compiled.binds.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                self.binds[name] = process
+        self.columns: list[_Processor | None] = [
+            col.type.dialect_impl(dialect).result_processor(dialect, None)
+            for col in statement.selected_columns
+        ]
+
+
+class _Rows:
+    """The part of a SQLAlchemy ``Result`` the hot path reads: ``first()``,
+    ``all()`` and ``rowcount``."""
+
+    __slots__ = ("_rows", "rowcount")
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+
+def execute(conn: Connection, statement: Executable, params: Mapping[str, Any]) -> Result[Any]:
+    """Run ``statement`` on ``conn``: on the DBAPI cursor when it is a
+    :class:`DirectSelect` and nothing would notice, else ``conn.execute``."""
+    if isinstance(statement, DirectSelect) and _unobserved(conn):
+        return cast("Result[Any]", _run(conn, statement.forms(conn.dialect), params))
+    return conn.execute(statement, params)
+
+
+def _unobserved(conn: Connection) -> bool:
+    """Whether running on the cursor is invisible: see the module's conditions.
+
+    The listener and logging checks read the flags SQLAlchemy's own
+    ``Connection.execute`` reads to decide whether to dispatch events and log;
+    a SQLAlchemy without them is treated as watched.
+    """
+    dialect = conn.dialect
+    if dialect.driver != "psycopg" or dialect.paramstyle != "pyformat":
+        return False
+    if getattr(conn, "_has_events", True) or getattr(conn.engine, "_has_events", True):
+        return False
+    if getattr(dialect, "_has_events", True) or getattr(conn, "_echo", True):
+        return False
+    return not conn.get_execution_options().get("schema_translate_map")
+
+
+def _run(conn: Connection, form: _Form, params: Mapping[str, Any]) -> _Rows:
+    args = {
+        name: form.binds[name](value) if name in form.binds else value
+        for name, value in params.items()
+    }
+    fairy = conn.connection
+    dbapi_conn = fairy.dbapi_connection
+    dbapi: Any = conn.dialect.loaded_dbapi
+    cursor = fairy.cursor()
+    try:
+        cursor.execute(form.sql, args)
+        raw: Sequence[tuple[Any, ...]] = cursor.fetchall()  # a select: it returns rows
+        rowcount = cursor.rowcount
+    except dbapi.Error as error:
+        disconnect = conn.dialect.is_disconnect(error, dbapi_conn, cursor)
+        wrapped = DBAPIError.instance(
+            form.sql,
+            args,
+            error,
+            dbapi.Error,
+            connection_invalidated=disconnect,
+            dialect=conn.dialect,
+        )
+        if disconnect:
+            conn.invalidate(wrapped)
+        raise wrapped from error
+    finally:
+        cursor.close()
+    return _Rows([_convert(row, form.columns) for row in raw], rowcount)
+
+
+def _convert(row: Sequence[Any], columns: list[_Processor | None]) -> tuple[Any, ...]:
+    return tuple(
+        value if process is None else process(value)
+        for value, process in zip(row, columns, strict=False)
+    )
