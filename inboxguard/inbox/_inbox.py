@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Table
@@ -216,7 +216,6 @@ class Inbox:
 
     # -- the guard ----------------------------------------------------------------------
 
-    @contextmanager
     def guard(
         self,
         session: Session | Connection,
@@ -227,8 +226,10 @@ class Inbox:
         exclude: Iterable[str] = (),
         sent_at: dt.datetime | None = None,
         details: Mapping[str, Any] | None = None,
-    ) -> Iterator[InboxEntry]:
+    ) -> AbstractContextManager[InboxEntry]:
         """Claim ``command_id`` for ``consumer`` inside the caller's transaction.
+
+        Used as ``with inbox.guard(...) as entry:``.
 
         Yields an :class:`InboxEntry`. When ``entry.duplicate`` is false the
         block applies the command; the claim and the block's writes then commit
@@ -258,8 +259,7 @@ class Inbox:
                 ``lock_timeout``, or the database reported a conflict.
         """
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
-        with drive_sync(flow, session, self.engine, self._flows.telemetry) as entry:
-            yield entry
+        return drive_sync(flow, session, self.engine, self._flows.telemetry)
 
     def guard_async(
         self,
