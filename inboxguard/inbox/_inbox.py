@@ -168,10 +168,13 @@ class Inbox:
         the expiry of a claim made then; return the names created. Every
         :meth:`purge` does this too; run either at least once per period. A
         claim whose expiry no partition covers lands in the DEFAULT
-        partition, and the partition created later takes its rows over.
+        partition, and the partition created later takes its rows over. Any
+        partition lacking its unique (consumer, command_id) index gets it.
 
         Raises:
-            ConfigurationError: the inbox has no ``partitioning``, or a bad ``ahead``.
+            ConfigurationError: the inbox has no ``partitioning``, a bad
+                ``ahead``, or a partition holding a command twice (its
+                unique index cannot be created).
         """
         if self._partitions is None:
             msg = "create_partitions() needs Inbox(..., partitioning='daily'|'weekly'|'monthly')"
@@ -182,9 +185,15 @@ class Inbox:
         """Refuse a database without the inbox, quarantine or watermark table
         (adapters call it at worker start-up).
 
+        With ``partitioning``, also refuse an inbox table that is not
+        partitioned, has not its DEFAULT partition, or has a partition without
+        its unique (consumer, command_id) index.
+
         Raises:
             ConfigurationError: a table is missing; the message names
                 ``create_schema()`` and the Alembic branch that create it.
+                Or the partitions are not as the claim needs them; the
+                message names each partition and the fix.
         """
         check_tables(self.engine, self._own_tables(), INBOX_SCHEMA)
         check_layout(self.engine, self.tables, self._partitions)

@@ -17,6 +17,7 @@ from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import database_for, partitioning_unsupported
+from inboxguard.sql.dialects.postgresql.partition_catalog import LayoutFacts
 from inboxguard.sql.dialects.postgresql.partitions import (
     DropOutcome,
     Granularity,
@@ -63,28 +64,48 @@ class Partitions:
 
     def create_schema(self) -> list[str]:
         """Create the partitioned inbox table, its DEFAULT partition and the
-        partitions ahead; return the partitions created.
+        partitions ahead, and the unique index of any partition lacking it;
+        return the partitions created.
 
         Raises:
-            ConfigurationError: an unpartitioned inbox table already exists.
+            ConfigurationError: an unpartitioned inbox table already exists,
+                or a partition holds a command twice.
         """
         with self._engine.connect() as conn:
             if self.layout.is_partitioned(conn) is False:
                 raise unexpected_layout(self.layout.name, partitioned=False)
-            return self.layout.create(conn, *self._window(None, DEFAULT_AHEAD))
+            created = self.layout.create(conn, *self._window(None, DEFAULT_AHEAD))
+            self.layout.add_unique_indexes(conn)
+            return created
 
     def check_schema(self) -> None:
-        """Refuse an inbox table that exists but is not partitioned."""
+        """Refuse an inbox table that is not partitioned, has not its DEFAULT
+        partition, or has a partition without the unique (consumer,
+        command_id) index.
+
+        Raises:
+            ConfigurationError: naming each fault and its fix.
+        """
         with self._engine.connect() as conn:
-            if self.layout.is_partitioned(conn) is False:
+            facts = self.layout.facts(conn)
+            if facts is None:
+                return  # check_tables names the missing table
+            if not facts.partitioned:
                 raise unexpected_layout(self.layout.name, partitioned=False)
+            faults = _layout_faults(facts)
+        if faults:
+            msg = f"the partitioned inbox table {self.layout.name!r} " + "; ".join(faults)
+            raise ConfigurationError(msg)
 
     def create_ahead(self, *, now: dt.datetime | None, ahead: int) -> list[str]:
         """Create the missing partitions up to ``ahead`` periods past the
-        expiry of a claim made at ``now``; return their names."""
+        expiry of a claim made at ``now``, and the unique index of any
+        partition lacking it; return the partitions created."""
         _check_ahead(ahead)
         with self._engine.connect() as conn:
-            return self.layout.create_ahead(conn, *self._window(now, ahead))
+            created = self.layout.create_ahead(conn, *self._window(now, ahead))
+            self.layout.add_unique_indexes(conn)
+            return created
 
     def purge_step(self, conn: Connection, now: dt.datetime) -> tuple[list[str], DropOutcome]:
         """The purge's partition step, on the purge's connection under its
@@ -141,6 +162,39 @@ def unexpected_layout(name: str, *, partitioned: bool) -> ConfigurationError:
             f" partitioning=...: move the table first ({_MOVE}), or drop partitioning"
         )
     return ConfigurationError(msg)
+
+
+def _layout_faults(facts: LayoutFacts) -> list[str]:
+    """What ``check_schema()`` refuses in a partitioned table, each with its fix."""
+    faults: list[str] = []
+    default = facts.expected_default
+    if facts.default is None and not facts.default_table_exists:
+        faults.append(
+            f"has no DEFAULT partition: a claim whose expiry no partition covers fails, and"
+            f" create_partitions() and purge() fail; inbox.create_schema() recreates {default}"
+        )
+    elif facts.default is None:
+        faults.append(
+            f"has no DEFAULT partition, and the table {default} is not attached as it:"
+            f" ALTER TABLE {facts.parent} ATTACH PARTITION {default} DEFAULT"
+        )
+    elif not facts.default_is_expected:
+        faults.append(
+            f"has {facts.default} as its DEFAULT partition, but the inbox expects {default}"
+            " (the purge expires rows there): detach it (ALTER TABLE"
+            f" {facts.parent} DETACH PARTITION {facts.default}), run inbox.create_schema(),"
+            f" then copy its rows back into {facts.parent}"
+        )
+    if facts.unindexed:
+        names = ", ".join(part.sql for part in facts.unindexed)
+        first = facts.unindexed[0].sql
+        faults.append(
+            f"has partitions without their unique index on (consumer, command_id), where a"
+            f" command could be stored twice: {names}; inbox.create_partitions() creates"
+            f" each missing index (or run CREATE UNIQUE INDEX ON {first} (consumer, command_id)"
+            " for each)"
+        )
+    return faults
 
 
 def batch_on_partitions_error() -> ConfigurationError:

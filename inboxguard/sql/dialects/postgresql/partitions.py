@@ -11,7 +11,10 @@ Features:
   command_id)`` across partitions (the key would have to include
   ``expires_at``). Each partition has its own unique index; across
   partitions the claim takes a transaction-scoped advisory lock on the
-  command first (see :mod:`.partitioned`).
+  command first (see :mod:`.partitioned`). ``check_schema()`` refuses a
+  partition without its index (one attached by hand, or restored without
+  indexes; see :mod:`.partition_catalog`), and ``create_partitions()``
+  creates each missing one.
 - create ahead: one short transaction per partition; rows the DEFAULT
   partition caught in the new range are moved into it in the same
   transaction, so the attach never fails on them.
@@ -32,10 +35,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import Column, Connection, Index, MetaData, Table, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from inboxguard._core.checks import IDENTIFIER_LIMIT
 from inboxguard.errors import ConfigurationError
+from inboxguard.sql.dialects.postgresql.partition_catalog import LayoutFacts, read_layout
 from inboxguard.sql.errors import is_busy
 from inboxguard.sql.table_text import translated_schema
 from inboxguard.sql.tables import InboxTables
@@ -159,6 +163,35 @@ class PartitionLayout:
         ).scalar()
         conn.rollback()
         return None if kind is None else kind == "p"
+
+    def facts(self, conn: Connection) -> LayoutFacts | None:
+        """The table's layout from the catalogs (None: it does not exist)."""
+        return read_layout(conn, self._parent(conn), self._q(conn, self.default_name))
+
+    def add_unique_indexes(self, conn: Connection) -> list[str]:
+        """Create the unique (consumer, command_id) index of every attached
+        partition lacking one, each in its own short transaction; return the
+        partitions indexed (one whose lock was not had in time is left for
+        the next call).
+
+        Raises:
+            ConfigurationError: a partition already holds a command twice.
+        """
+        facts = self.facts(conn)
+        indexed: list[str] = []
+        for part in () if facts is None else facts.unindexed:
+            try:
+                with conn.begin():
+                    self._lock_timeout(conn)
+                    self._unique_index(conn, part.name, on=part.sql, named=not part.key_name_taken)
+            except IntegrityError as error:
+                raise _duplicates_error(part.sql) from error
+            except DBAPIError as error:
+                if is_busy(error):
+                    continue
+                raise
+            indexed.append(part.name)
+        return indexed
 
     def horizon_end(self, now: dt.datetime, horizon: dt.timedelta, ahead: int) -> dt.datetime:
         """The start of the last period to exist: ``ahead`` periods past the
@@ -297,14 +330,16 @@ class PartitionLayout:
         millis = int(DDL_LOCK_TIMEOUT.total_seconds() * 1000)
         conn.execute(text(f"SET LOCAL lock_timeout = {millis}"))
 
-    def _unique_index(self, conn: Connection, table: str) -> None:
+    def _unique_index(
+        self, conn: Connection, table: str, *, on: str | None = None, named: bool = True
+    ) -> None:
+        """``<table>_key`` on ``table`` (``on``: its SQL name, when it may
+        live outside the inbox's schema; ``named=False``: that name is taken
+        by an index that does not qualify, so PostgreSQL picks one)."""
+        target = self._q(conn, table) if on is None else on
         index = self._q(conn, f"{table}_key", schema=False)
-        conn.execute(
-            text(
-                f"CREATE UNIQUE INDEX IF NOT EXISTS {index}"
-                f" ON {self._q(conn, table)} (consumer, command_id)"
-            )
-        )
+        name = f"IF NOT EXISTS {index}" if named else ""
+        conn.execute(text(f"CREATE UNIQUE INDEX {name} ON {target} (consumer, command_id)"))
 
     def _parent(self, conn: Connection) -> str:
         return self._q(conn, self.name)
@@ -315,6 +350,16 @@ class PartitionLayout:
         where = translated_schema(conn, self.tables.inbox) if schema else None
         quoted = preparer.quote(name)
         return quoted if where is None else f"{preparer.quote_schema(where)}.{quoted}"
+
+
+def _duplicates_error(part: str) -> ConfigurationError:
+    msg = (
+        f"the partition {part} holds the same (consumer, command_id) more than once, so its"
+        " unique index cannot be created: keep one row per command (e.g. SELECT consumer,"
+        f" command_id FROM {part} GROUP BY 1, 2 HAVING count(*) > 1), then run"
+        " inbox.create_partitions() again"
+    )
+    return ConfigurationError(msg)
 
 
 def _partitioned_parent(inbox: Table) -> Table:
