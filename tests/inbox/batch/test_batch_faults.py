@@ -130,3 +130,20 @@ def test_bt15_duplicates_reach_no_point_and_an_unmatched_kit_changes_nothing(
     assert faults.hook is None
     assert _deliver(s) == ["duplicate"] * 4
     assert s.ledger_ids() == ["a", "b", "c", "done"]
+
+
+def test_bt15_a_released_entry_reaches_before_commit_too(setup: Setup) -> None:
+    """A released entry was handed to the block, so it reaches the point as
+    well: a crash keyed by it rolls back the whole batch, its commit included."""
+    s = setup
+    with crash_at(FaultPoint.BEFORE_COMMIT, key="b") as tap:
+        with pytest.raises(Crash), Session(s.engine) as session, session.begin():
+            with s.inbox.guard_batch(session, consumer="c", commands=COMMANDS) as batch:
+                for entry in batch.fresh:
+                    if entry.command_id == "b":
+                        entry.release()  # as if it failed in its savepoint
+                    else:
+                        apply(session.connection(), s.accounts, s.ledger, entry.command_id, 1)
+    assert [c.key for c in tap.crashes] == ["b"]
+    assert s.ledger_ids() == []
+    assert _inbox_rows(s) == 0
