@@ -24,13 +24,15 @@ class FaultPoint(enum.StrEnum):
     """The seams where a worker can be stopped."""
 
     #: A fresh (not duplicate) command is handed to the guarded block: the
-    #: handler's body runs next. Keyed by command ID.
+    #: handler's body runs next. Keyed by command ID (a batch reaches it once
+    #: per fresh entry, before its block gets the batch).
     HANDLER_RUNS = "handler_runs"
     #: The provider accepted the ledger's call; the ledger has not recorded
     #: it yet. Keyed by effect key.
     PROVIDER_ACCEPTED = "provider_accepted"
     #: The guarded block and the stored result are done; the caller's
-    #: transaction has not committed. Keyed by command ID.
+    #: transaction has not committed. Keyed by command ID (a batch reaches it
+    #: once per fresh entry, after its results are stored).
     BEFORE_COMMIT = "before_commit"
     #: The guarded transaction committed; the broker has not been acked.
     #: Keyed by command ID (or the message's key when it has none).

@@ -18,11 +18,17 @@ each piece of I/O with the requests of :mod:`._flow` (and
 5. each claimed ID gets its verdict (:func:`._decide.verdict`); a mismatch
    is quarantined and refused, alone. A later entry with an ID seen earlier
    in the batch is judged as a redelivery of that earlier one;
-6. the caller's block runs with the :class:`~._batch.InboxBatch`; at its
-   exit the transaction must still be the one the claim was made in;
+6. each fresh entry, in input order, reaches the fault point
+   ``HANDLER_RUNS`` (:mod:`inboxguard._core.faults`), as the single guard's
+   fresh entry does; then the caller's block runs with the
+   :class:`~._batch.InboxBatch`; at its exit the transaction must still be
+   the one the claim was made in;
 7. after a normal exit, the released entries' rows are deleted and the
    results assigned to fresh entries are stored, in one statement each
-   (PostgreSQL) or one per 500 entries.
+   (PostgreSQL) or one per 500 entries; then each fresh entry (released or
+   not) reaches ``BEFORE_COMMIT``, before the caller commits.
+
+A fault point costs one ``None`` check per batch when no hook is armed.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.engine import Result
 from sqlalchemy.exc import DBAPIError
 
+from inboxguard._core import faults
 from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.digest import canonical_json
 from inboxguard._core.identity import validate_identity
@@ -133,11 +140,15 @@ class BatchFlows:
                 probe.failed(entry.error)
             else:
                 probe.decided(entry.outcome)
+        if faults.hook is not None:
+            _reach(faults.FaultPoint.HANDLER_RUNS, batch)
         end: BlockExit = yield BatchHandOver(batch)
         if not end.kept:
             raise boundary_error(consumer, len(batch)) from end.error
         if end.error is None:
             yield from self._store_results(statements, consumer, batch)
+            if faults.hook is not None:
+                _reach(faults.FaultPoint.BEFORE_COMMIT, batch)
 
     def _decide(
         self,
@@ -340,6 +351,14 @@ def _shared(params: Mapping[str, Any]) -> dict[str, Any]:
     """The values every row of the batch shares (one clock reading)."""
     keep = ("consumer", "processed_at", "expires_at", "result_expires_at")
     return {k: params[k] for k in keep}
+
+
+def _reach(point: faults.FaultPoint, batch: InboxBatch) -> None:
+    """Reach ``point`` once per fresh entry, in input order, keyed by its
+    command ID: the seams the single guard reaches for its fresh entry."""
+    for entry in batch:
+        if entry.fresh:
+            faults.reach(point, entry.command_id)
 
 
 def _entry(i: int, delivery: Delivery, item: BatchCommand, **decided: Any) -> BatchEntry:

@@ -1,4 +1,5 @@
-"""BT12: guard_batch_async keeps guard_batch's decisions on aiosqlite and asyncpg."""
+"""BT12, BT15: guard_batch_async keeps guard_batch's decisions and fault points on
+aiosqlite and asyncpg."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import (
 
 import inboxguard
 from inboxguard import BatchCommand, ConfigurationError, InProgressError, PayloadMismatchError
+from inboxguard.testing import Crash, FaultPoint, crash_at
 
 from .conftest import AsyncSetup
 from .test_guard_async import count_orders, run
@@ -116,3 +118,36 @@ def test_bt12_async_misuse_and_lock_timeout(setup: AsyncSetup) -> None:
     run(setup, body)
     assert setup.inbox.lookup("o", "free") is None
     assert setup.inbox.lookup("o", "x") is None
+
+
+def test_bt15_async_crashes_at_the_batch_points_commit_nothing(setup: AsyncSetup) -> None:
+    """A crash at ``handler_runs`` for one fresh entry (the block never runs)
+    or at ``before_commit`` (after the block and its results) commits no
+    claim and no order; the redelivery then applies each command once."""
+    commands = [("a", {}), ("b", {}), ("c", {})]
+
+    async def body(engine: AsyncEngine) -> list[Any]:
+        sessions = async_sessionmaker(engine)
+        seen: list[Any] = []
+        for point, key in [(FaultPoint.HANDLER_RUNS, "b"), (FaultPoint.BEFORE_COMMIT, None)]:
+            with crash_at(point, key=key) as tap, pytest.raises(Crash) as crash:
+                async with sessions() as session:
+                    await _deliver(setup, session, commands)
+            seen.append((crash.value.point, crash.value.key, dict(tap.runs)))
+            seen.append(count_orders(setup))
+        async with sessions() as session:
+            seen.append(await _deliver(setup, session, commands))
+        return seen
+
+    seen = run(setup, body)
+    assert seen == [
+        (FaultPoint.HANDLER_RUNS, "b", {"a": 1, "b": 1}),
+        0,
+        (FaultPoint.BEFORE_COMMIT, "a", {"a": 1, "b": 1, "c": 1}),
+        0,
+        ["fresh", "fresh", "fresh"],
+    ]
+    assert count_orders(setup) == 3
+    assert [setup.inbox.lookup("orders", k).result for k in "abc"] == [  # type: ignore[union-attr]
+        {"order": k} for k in "abc"
+    ]
