@@ -6,12 +6,14 @@ before a deploy.
 For the Celery app, Dramatiq broker or Inbox named by ``--app`` (resolved
 from the current directory like ``celery -A``): the extras the deployment
 needs are installed; each database is reachable, its connection character
-set and isolation level keep the guarantees; every table exists (the audit
-trails included); the Alembic revisions are current where inboxguard's
-revisions manage the tables; every replay window the workers discover fits
-inside its inbox's evidence horizon; and the framework's own start-up check
-passes. Exit status: 0 every check passed (warnings allowed), 1 a check
-failed, 2 ``--app`` cannot be loaded.
+set and isolation level keep the guarantees (READ COMMITTED for a
+partitioned inbox); every table exists (the audit trails included); a
+partitioned inbox has partitions up to the expiry of a claim made now and
+nothing waiting in its DEFAULT partition; the Alembic revisions are current
+where inboxguard's revisions manage the tables; every replay window the
+workers discover fits inside its inbox's evidence horizon; and the
+framework's own start-up check passes. Exit status: 0 every check passed
+(warnings allowed), 1 a check failed, 2 ``--app`` cannot be loaded.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import inspect
+from sqlalchemy import func, inspect, select
 
 from inboxguard import Inbox, InboxGuardError
 from inboxguard.cli._app import resolve_object
@@ -32,6 +34,8 @@ from inboxguard.cli._db import missing_sqlite_file, redact
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, EXIT_USAGE, emit_json, table
 from inboxguard.cli._windows import DEFAULT_APP_ATTRS, Discovery, discover
 from inboxguard.sql.dialects import database_for
+from inboxguard.sql.dialects.postgresql.partitioned import claims_at
+from inboxguard.sql.dialects.postgresql.partitions import PartitionLayout
 
 __all__ = ["Check", "register", "run_checks"]
 
@@ -95,7 +99,9 @@ def run_checks(found: Discovery) -> Iterator[Check]:
         reachable = yield from _connection(inbox)
         every_reachable = every_reachable and reachable
         if reachable:
-            yield from _tables(inbox)
+            present = yield from _tables(inbox)
+            if present:
+                yield from _partitions(inbox)
             yield from _revisions(inbox)
     yield from _windows(found)
     if every_reachable:
@@ -139,24 +145,58 @@ def _connection(inbox: Inbox) -> Generator[Check, None, bool]:
         )
         yield Check("connection", "fail", detail)
         return True
+    if inbox.partitioning is not None and not claims_at(level):
+        detail = (
+            f"{where}: isolation {level}: a partitioned inbox claims only under READ COMMITTED,"
+            " so every guarded transaction would be refused: create_engine(...,"
+            " isolation_level='READ COMMITTED')"
+        )
+        yield Check("connection", "fail", detail)
+        return True
     yield Check("connection", "ok", f"{where}: reachable, isolation {level}")
     return True
 
 
-def _tables(inbox: Inbox) -> Iterator[Check]:
+def _tables(inbox: Inbox) -> Generator[Check, None, bool]:
     try:
         inbox.check_schema()
     except InboxGuardError as error:
         yield Check("tables", "fail", str(error))
-        return
+        return False
     present = set(inspect(inbox.engine).get_table_names())
     audit = [inbox.tables.quarantine_replays.name, inbox.tables.quarantine_actions.name]
     missing = [name for name in audit if name not in present]
     if missing:
         detail = f"missing {', '.join(missing)}: run inboxguard db upgrade (or create_schema())"
         yield Check("tables", "fail", detail)
-        return
+        return False
     yield Check("tables", "ok", f"inbox tables present (prefix {inbox.table_prefix})")
+    return True
+
+
+def _partitions(inbox: Inbox) -> Iterator[Check]:
+    """A partitioned inbox: partitions up to the expiry of a claim made now,
+    and an empty DEFAULT partition (rows there mean maintenance fell behind)."""
+    if inbox.partitioning is None:
+        return
+    layout = PartitionLayout(inbox.tables, inbox.partitioning)
+    needed = layout.horizon_end(inbox.clock(), inbox.retention.horizon, 0)  # naive UTC
+    with inbox.engine.connect() as conn:
+        found = list(layout.partitions(conn).values())
+        caught = int(conn.execute(select(func.count()).select_from(layout.default)).scalar_one())
+    fix = "run inbox.create_partitions() or inboxguard purge --partitioning ... --horizon ..."
+    span = f"{len(found)} {inbox.partitioning} partitions"
+    if found:
+        span += f", {found[0]:%Y-%m-%d} to {found[-1]:%Y-%m-%d}"
+    behind = not found or found[-1] < needed
+    if behind:
+        detail = f"{span}: none for {needed:%Y-%m-%d}, the expiry of a claim made now: {fix}"
+        yield Check("partitions", "warn", detail)
+    if caught:
+        detail = f"DEFAULT partition holds {caught} row(s): maintenance fell behind: {fix}"
+        yield Check("partitions", "warn", detail)
+    if not behind and not caught:
+        yield Check("partitions", "ok", f"{span}; DEFAULT partition empty")
 
 
 def _revisions(inbox: Inbox) -> Iterator[Check]:

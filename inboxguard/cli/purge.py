@@ -75,7 +75,7 @@ def _purge(engine: Engine, args: argparse.Namespace) -> int:
     try:
         inbox.check_schema()
     except ConfigurationError as error:
-        raise UsageError(str(error).replace("partitioning=...", "--partitioning")) from error
+        raise UsageError(_in_flags(str(error))) from error
     now = inbox.clock()
     before = now - args.resolved_older_than if args.resolved_older_than is not None else None
     plan = inbox.purge_plan(now=now, resolved_before=before)
@@ -102,6 +102,16 @@ def _purge(engine: Engine, args: argparse.Namespace) -> int:
     else:
         print(report.summary())
     return EXIT_OK if report.acquired else EXIT_FOUND  # another purger held the lock
+
+
+def _in_flags(message: str) -> str:
+    """A layout refusal in the command line's words: flags, not Inbox(...)."""
+    api = "Inbox(..., partitioning=<the granularity it was created with>), e.g. 'daily'"
+    flags = (
+        "--partitioning <the granularity it was created with> --horizon <its evidence"
+        " horizon>, e.g. --partitioning daily --horizon 30d"
+    )
+    return message.replace(api, flags).replace("partitioning=...", "--partitioning")
 
 
 class ProgressBar:

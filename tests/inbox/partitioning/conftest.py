@@ -73,3 +73,19 @@ def claim(engine: Engine, box: inboxguard.Inbox, command_id: str, payload: objec
         box.guard(conn, consumer="c", command_id=command_id, payload=payload) as entry,
     ):
         return not entry.duplicate
+
+
+def fill_for_operators(box: inboxguard.Inbox) -> int:
+    """What an operator reads: ``c-1`` to ``c-3`` claimed fresh by consumer
+    ``billing``, then ``c-2`` redelivered with another payload (refused and
+    quarantined). Returns the quarantine record's ID."""
+    for n in (1, 2, 3):
+        with box.engine.begin() as conn:
+            with box.guard(conn, consumer="billing", command_id=f"c-{n}", payload={"n": n}) as e:
+                assert not e.duplicate
+                e.result = {"applied": n}
+    with pytest.raises(inboxguard.PayloadMismatchError), box.engine.begin() as conn:
+        with box.guard(conn, consumer="billing", command_id="c-2", payload={"n": 99}):
+            pass
+    [record] = box.quarantined("billing")
+    return record.id

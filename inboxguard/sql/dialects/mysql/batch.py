@@ -2,12 +2,13 @@
 
 Features:
 
-- claim (MariaDB): one multi-row ``INSERT IGNORE ... RETURNING command_id``
+- claim (MariaDB 10.5+): one multi-row ``INSERT IGNORE ... RETURNING command_id``
   per 500 keys, rows in key order; the keys it did not insert are then read
   with one locking read (``LOCK IN SHARE MODE``, so REPEATABLE READ snapshots
   never hide a commit). A batch of new commands costs one statement.
-- claim (MySQL, which has no ``INSERT ... RETURNING``): the single claim, key
-  by key in key order.
+- claim (MySQL, and MariaDB before 10.5: no ``INSERT ... RETURNING``): the
+  single claim, key by key in key order. The choice follows SQLAlchemy's
+  ``insert_returning``, which it sets on connecting from the server's version.
 - lock wait: on MariaDB bounded per statement with ``SET STATEMENT
   innodb_lock_wait_timeout=N FOR`` (whole seconds, rounded up). A timeout
   (1205) or deadlock (1213) refuses the whole batch as in progress.
@@ -37,13 +38,19 @@ __all__ = ["MysqlBatch"]
 
 
 class MysqlBatch(BatchStatements):
-    """Batch statements for MariaDB (and, key by key, MySQL)."""
+    """Batch statements for MariaDB (and, key by key, MySQL and MariaDB before 10.5)."""
 
     def __init__(
-        self, tables: InboxTables, lock_timeout: dt.timedelta | None, *, is_mariadb: bool = True
+        self,
+        tables: InboxTables,
+        lock_timeout: dt.timedelta | None,
+        *,
+        is_mariadb: bool = True,
+        returning: bool | None = None,
     ) -> None:
         super().__init__(tables, lock_timeout)
         self.is_mariadb = is_mariadb
+        self.returning = is_mariadb if returning is None else returning
         self._prefix = ""
         if is_mariadb and lock_timeout is not None:
             seconds = math.ceil(lock_timeout.total_seconds())
@@ -58,15 +65,17 @@ class MysqlBatch(BatchStatements):
     def for_dialect(
         cls, sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
     ) -> BatchStatements:
-        """MariaDB has ``INSERT ... RETURNING``; MySQL claims key by key."""
+        """One ``INSERT ... RETURNING`` per chunk where the server has it
+        (MariaDB 10.5+); key by key where it has not (MySQL, older MariaDB)."""
         is_mariadb = bool(getattr(sa_dialect, "is_mariadb", False))
-        return cls(tables, lock_timeout, is_mariadb=is_mariadb)
+        returning = bool(getattr(sa_dialect, "insert_returning", False))
+        return cls(tables, lock_timeout, is_mariadb=is_mariadb, returning=returning)
 
     def claim(
         self, shared: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     ) -> Steps[dict[str, Claim]]:
         """Insert-ignore each chunk, then read the keys it did not insert."""
-        if not self.is_mariadb:
+        if not self.returning:
             return (yield from self._key_by_key(shared, rows))
         found: dict[str, Claim] = {}
         for part in chunks(rows):

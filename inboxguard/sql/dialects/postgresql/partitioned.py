@@ -37,7 +37,7 @@ from inboxguard.sql.dialects.postgresql.partitions import claim_lock_seed
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import id_type
 
-__all__ = ["PartitionedPostgresqlDialect"]
+__all__ = ["PartitionedPostgresqlDialect", "claims_at"]
 
 _SAFE_ISOLATION = "read committed"
 
@@ -60,13 +60,19 @@ class PartitionedPostgresqlDialect(PostgresqlDialect):
         """Take the command's advisory lock, refuse a snapshot older than the
         lock, then claim across every partition."""
         isolation = (yield self._lock_stmt, params).scalar()
-        if isolation != _SAFE_ISOLATION:
+        if not claims_at(isolation):
             raise _isolation_error(isolation)
         row = (yield self._claim_stmt, params).first()
         if row is not None:
             return Claim(True, row[0]) if row[3] else Claim(False, row[0], row[1], row[2])
         row = (yield self.lookup_stmt, params).first()
         return None if row is None else self.existing(row)
+
+
+def claims_at(isolation: object) -> bool:
+    """Whether the partitioned claim runs in a transaction at ``isolation``
+    (READ COMMITTED only; PostgreSQL's or SQLAlchemy's spelling)."""
+    return str(isolation).lower() == _SAFE_ISOLATION
 
 
 def _isolation_error(isolation: object) -> ConfigurationError:
