@@ -3,6 +3,7 @@ and indistinguishable from SQLAlchemy's own execution in every outcome."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import inboxguard
 from inboxguard.sql.direct import DirectSelect, _Rows, execute
@@ -147,6 +149,72 @@ def test_outcomes_are_the_same_on_both_paths(box: inboxguard.Inbox, pg_url: str)
         traced.dispose()
     assert outcomes["direct"] == outcomes["sqlalchemy"]
     assert outcomes["direct"][:3] == [False, True, {"ok": True}]
+
+
+def _fail_a_flush(session: Session, table: str) -> None:
+    """Flush a row whose key is taken: the Session rolls its transaction back."""
+
+    class Base(DeclarativeBase):
+        pass
+
+    class One(Base):
+        __tablename__ = table
+        id: Mapped[int] = mapped_column(primary_key=True)
+
+    session.add(One(id=1))
+    with contextlib.suppress(IntegrityError):
+        session.flush()
+
+
+def _fail_a_statement(conn: Session | Connection, table: str) -> None:
+    """Run an INSERT whose key is taken: the database aborts the transaction."""
+    with contextlib.suppress(IntegrityError):
+        conn.execute(text(f"INSERT INTO {table} VALUES (1)"))
+
+
+@pytest.mark.parametrize(
+    ("caller", "failure", "expected"),
+    [
+        ("session", "flush", inboxguard.ConfigurationError),
+        ("session", "statement", InternalError),
+        ("connection", "statement", InternalError),
+    ],
+)
+def test_a_statement_failed_inside_the_block_ends_the_same_on_both_paths(
+    box: inboxguard.Inbox, pg_url: str, caller: str, failure: str, expected: type[Exception]
+) -> None:
+    """A block that swallows a failed statement and assigns a result. After a
+    failed flush the Session has rolled its transaction back: the boundary
+    error. After a failed statement the transaction is aborted: the driver's
+    error, as SQLAlchemy's ``InternalError``. Both paths raise the same, and
+    no evidence is stored."""
+    traced = create_engine(pg_url)
+    event.listen(traced, "before_cursor_execute", lambda *_a: None)
+    table = f"{box.table_prefix}one"
+    with box.engine.begin() as conn:
+        conn.execute(text(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)"))
+        conn.execute(text(f"INSERT INTO {table} VALUES (1)"))
+    raised: dict[str, type[BaseException]] = {}
+    try:
+        for label, engine in (("direct", box.engine), ("sqlalchemy", traced)):
+            cid = f"failed-{caller}-{failure}-{label}"
+            with pytest.raises(Exception) as caught:  # noqa: PT011 (compared below)
+                opened = Session(engine) if caller == "session" else engine.connect()
+                with opened as conn, conn.begin():
+                    with box.guard(conn, consumer=CONSUMER, command_id=cid, payload={}) as e:
+                        if failure == "flush":
+                            assert isinstance(conn, Session)
+                            _fail_a_flush(conn, table)
+                        else:
+                            _fail_a_statement(conn, table)
+                        e.result = {"ok": True}
+            raised[label] = type(caught.value)
+            assert box.lookup(CONSUMER, cid) is None
+    finally:
+        traced.dispose()
+        with box.engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE {table}"))
+    assert raised == {"direct": expected, "sqlalchemy": expected}
 
 
 def test_a_lost_connection_is_invalidated_and_raised_as_sqlalchemy_would(
