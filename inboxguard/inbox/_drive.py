@@ -18,14 +18,14 @@ The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     closing,
-    contextmanager,
     nullcontext,
 )
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Connection
@@ -105,45 +105,87 @@ def handler_span(telemetry: Telemetry, entry: InboxEntry) -> AbstractContextMana
 # -- sync ------------------------------------------------------------------------------
 
 
-@contextmanager
-def drive_sync(
-    flow: GuardFlow, session: Session | Connection, engine: Engine, telemetry: Telemetry
-) -> Iterator[InboxEntry]:
+class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a function)
     """Run a guard flow on the caller's ``Session`` or ``Connection``; quarantine
     records go through ``engine``; the caller's block runs in the
-    ``inboxguard.handler`` span."""
-    with closing(flow):
-        _expect_connect(_resume(flow))
-        conn = connection_of(session, wrong_type=_SYNC_ONLY, row=_ROW)
-        request = _resume(flow, conn.dialect)
+    ``inboxguard.handler`` span.
+
+    A context manager class rather than a generator: every guarded message
+    enters it, and one generator (the flow's) is all the hot path needs.
+    """
+
+    __slots__ = ("_conn", "_engine", "_flow", "_mark", "_session", "_span", "_telemetry", "_token")
+
+    def __init__(
+        self, flow: GuardFlow, session: Session | Connection, engine: Engine, telemetry: Telemetry
+    ) -> None:
+        self._flow = flow
+        self._session = session
+        self._engine = engine
+        self._telemetry = telemetry
+
+    def __enter__(self) -> InboxEntry:
+        flow = self._flow
+        try:
+            _expect_connect(_resume(flow))
+            conn = self._conn = connection_of(self._session, wrong_type=_SYNC_ONLY, row=_ROW)
+            entry = self._perform(_resume(flow, conn.dialect))
+        except BaseException:
+            flow.close()
+            raise
+        if entry is None:  # the flow ended without handing over: it never does
+            _unexpected(None)
+        self._mark = transaction_mark(conn)
+        self._token = session_var.set(self._session)
+        entry_var.set(entry)  # kept after the block: see current_entry()
+        span = self._span = handler_span(self._telemetry, entry)
+        span.__enter__()
+        return entry
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        flow = self._flow
+        try:
+            self._span.__exit__(kind, error, traceback)
+            if error is None:
+                session_var.reset(self._token)
+                self._perform(_resume(flow, BlockExit(transaction_kept(self._mark))))
+            elif isinstance(error, Exception):
+                try:
+                    _resume(flow, BlockExit(transaction_kept(self._mark), error))
+                finally:
+                    session_var.reset(self._token)
+            else:  # KeyboardInterrupt, SystemExit, GeneratorExit: only clean up
+                session_var.reset(self._token)
+        finally:
+            flow.close()
+
+    def _perform(self, request: Request | None) -> InboxEntry | None:
+        """Perform the flow's requests until it hands the entry over (returned)
+        or ends (None)."""
+        flow = self._flow
         while request is not None:
             match request:
-                case HandOver(entry):
-                    mark = transaction_mark(conn)
-                    token = session_var.set(session)
-                    entry_var.set(entry)  # kept after the block: see current_entry()
-                    try:
-                        with handler_span(telemetry, entry):
-                            yield entry
-                    except Exception as error:
-                        _resume(flow, BlockExit(transaction_kept(mark), error))
-                        raise
-                    finally:
-                        session_var.reset(token)
-                    request = _resume(flow, BlockExit(transaction_kept(mark)))
                 case Execute(statement, params):
                     try:
-                        result = execute(conn, statement, params)
+                        result = execute(self._conn, statement, params)
                     except DBAPIError as error:
                         request = _resume(flow, error=error)
                     else:
                         request = _resume(flow, result)
+                case HandOver(entry):
+                    return entry
                 case WriteQuarantine():
                     # The record goes to the caller's schema (schema_translate_map).
-                    tenant = engine.execution_options(**schema_options(conn))
+                    tenant = self._engine.execution_options(**schema_options(self._conn))
                     request = _resume(flow, quarantine_sync(request, tenant))
                 case _:
                     _unexpected(request)
+        return None
 
 
 def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
