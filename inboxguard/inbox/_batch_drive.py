@@ -29,7 +29,7 @@ from inboxguard.sql.connection import (
     transaction_kept,
     transaction_mark,
 )
-from inboxguard.sql.direct import execute
+from inboxguard.sql.direct import execute, execute_async
 from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ async def drive_batch_async(
                     request = _resume(flow, BlockExit(transaction_kept(mark)))
                 case Execute(statement, params):
                     try:
-                        result = await conn.execute(statement, params)
+                        result = await execute_async(conn, statement, params)
                     except DBAPIError as error:
                         request = _resume(flow, error=error)
                     else:

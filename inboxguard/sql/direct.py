@@ -14,8 +14,8 @@ raised, after invalidating the connection on a disconnect as SQLAlchemy does.
 It goes direct only when the difference cannot be seen; otherwise SQLAlchemy
 runs it, unchanged:
 
-- the driver is sync psycopg (the ``postgresql+psycopg`` URL) with its
-  ``pyformat`` bind style;
+- the driver is psycopg (``postgresql+psycopg``, sync or asyncio) or asyncpg
+  (``postgresql+asyncpg``), with SQLAlchemy's bind style for it;
 - the connection has no ``schema_translate_map`` (a schema per tenant is
   rendered by SQLAlchemy at execution time);
 - no listener of a statement event is registered on the engine, the
@@ -25,21 +25,29 @@ runs it, unchanged:
 - SQLAlchemy's statement logging (``echo``, or the ``sqlalchemy.engine``
   logger at INFO) is off.
 
-The asyncio drivers always run the statement through SQLAlchemy.
+On an ``AsyncConnection`` (:func:`execute_async`) the statement runs through
+``AsyncConnection.run_sync`` on the DBAPI cursor SQLAlchemy adapts for the
+asyncio driver, the way ``AsyncConnection.execute`` runs its own: the adapter
+begins the transaction and awaits the driver as it does for any statement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Executable, TextualSelect
 from sqlalchemy.engine import Dialect, Result
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["DirectSelect", "direct", "execute"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = ["DirectSelect", "direct", "execute", "execute_async"]
 
 _Processor = Callable[[Any], Any]
+#: The drivers, and SQLAlchemy's bind style for each, the direct path is taken on.
+_DRIVERS = {"psycopg": "pyformat", "asyncpg": "numeric_dollar"}
 
 
 class DirectSelect(TextualSelect):
@@ -67,11 +75,15 @@ def direct(statement: TextualSelect) -> DirectSelect:
 class _Form:
     """One dialect's compiled SQL, bind processors and result processors."""
 
-    __slots__ = ("binds", "columns", "sql")
+    __slots__ = ("binds", "columns", "positions", "sql")
 
     def __init__(self, statement: DirectSelect, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
         self.sql: str = compiled.string
+        # A positional bind style ($1, $2 ...) takes the values in this order.
+        self.positions: tuple[str, ...] | None = (
+            tuple(compiled.positiontup or ()) if dialect.positional else None
+        )
         self.binds: dict[str, _Processor] = {}
         for name, bind in compiled.binds.items():
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
@@ -108,6 +120,18 @@ def execute(conn: Connection, statement: Executable, params: Mapping[str, Any]) 
     return conn.execute(statement, params)
 
 
+async def execute_async(
+    conn: AsyncConnection, statement: Executable, params: Mapping[str, Any]
+) -> Result[Any]:
+    """:func:`execute` on an ``AsyncConnection``: on the adapted DBAPI cursor
+    through ``run_sync`` when it may, else ``AsyncConnection.execute``."""
+    sync = conn.sync_connection
+    if isinstance(statement, DirectSelect) and sync is not None and _unobserved(sync):
+        rows = await conn.run_sync(_run, statement.forms(conn.dialect), params)
+        return cast("Result[Any]", rows)
+    return await conn.execute(statement, params)
+
+
 def _unobserved(conn: Connection) -> bool:
     """Whether running on the cursor is invisible: see the module's conditions.
 
@@ -116,7 +140,7 @@ def _unobserved(conn: Connection) -> bool:
     a SQLAlchemy without them is treated as watched.
     """
     dialect = conn.dialect
-    if dialect.driver != "psycopg" or dialect.paramstyle != "pyformat":
+    if _DRIVERS.get(dialect.driver) != dialect.paramstyle:
         return False
     if getattr(conn, "_has_events", True) or getattr(conn.engine, "_has_events", True):
         return False
@@ -126,10 +150,11 @@ def _unobserved(conn: Connection) -> bool:
 
 
 def _run(conn: Connection, form: _Form, params: Mapping[str, Any]) -> _Rows:
-    args = {
+    named = {
         name: form.binds[name](value) if name in form.binds else value
         for name, value in params.items()
     }
+    args: Any = named if form.positions is None else [named[n] for n in form.positions]
     fairy = conn.connection
     dbapi_conn = fairy.dbapi_connection
     dbapi: Any = conn.dialect.loaded_dbapi
