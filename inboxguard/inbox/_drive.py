@@ -130,16 +130,20 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
             _expect_connect(_resume(flow))
             conn = self._conn = connection_of(self._session, wrong_type=_SYNC_ONLY, row=_ROW)
             entry = self._perform(_resume(flow, conn.dialect))
+            if entry is None:  # the flow ended without handing over: it never does
+                _unexpected(None)
+            self._mark = transaction_mark(conn)
+            span = self._span = handler_span(self._telemetry, entry)
+            self._token = session_var.set(self._session)
+            entry_var.set(entry)  # kept after the block: see current_entry()
+            try:
+                span.__enter__()
+            except BaseException:
+                session_var.reset(self._token)
+                raise
         except BaseException:
             flow.close()
             raise
-        if entry is None:  # the flow ended without handing over: it never does
-            _unexpected(None)
-        self._mark = transaction_mark(conn)
-        self._token = session_var.set(self._session)
-        entry_var.set(entry)  # kept after the block: see current_entry()
-        span = self._span = handler_span(self._telemetry, entry)
-        span.__enter__()
         return entry
 
     def __exit__(
