@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
 import math
 import uuid
 from collections.abc import Mapping
@@ -26,7 +27,15 @@ from typing import Any, Final
 
 from inboxguard.errors import PayloadEncodingError
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_DIGITS", "Exclusions", "Number", "Walker", "emit"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NUMBER_DIGITS",
+    "Exclusions",
+    "Number",
+    "Walker",
+    "emit",
+    "plain_text",
+]
 
 #: Deepest nesting of containers (mappings, lists, dataclasses, models) accepted.
 MAX_DEPTH: Final = 100
@@ -287,3 +296,70 @@ def emit(value: Any) -> str:
 
 
 _LITERALS: Final = {None: "null", True: "true", False: "false"}
+
+
+#: The compact, key-sorted encoder both forms share; its output for the
+#: values :func:`plain_text` admits is the walker's, byte for byte.
+_ENCODE: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
+).encode
+#: Deepest nesting :func:`plain_text` checks; deeper payloads take the walker.
+_PLAIN_DEPTH: Final = 4
+#: Ints below this in magnitude are far inside MAX_NUMBER_DIGITS.
+_PLAIN_INT: Final = 10**18
+
+
+def plain_text(value: object, *, by_value: bool) -> str | None:
+    """The canonical text of a tree of plain values, or None to use the walker.
+
+    Admits dicts with ``str`` keys and lists (exact types, at most
+    ``_PLAIN_DEPTH`` deep) of exact ``str``, ``bool``, ``None``, ints of at
+    most 18 digits and finite floats (in the digest form, only floats whose
+    shortest text already is canonical). For those values the walker adds
+    nothing to what ``json`` writes, so the text is identical; anything else
+    (subclasses, other types, bad text, deep or cyclic trees, exclusions)
+    returns None and the walker decides, errors included.
+    """
+    return _ENCODE(value) if _plain(value, by_value, _PLAIN_DEPTH) else None
+
+
+def _plain(value: object, by_value: bool, depth: int) -> bool:  # noqa: PLR0911
+    kind = type(value)
+    if kind is str:
+        return _plain_str(value)  # type: ignore[arg-type]
+    if kind is int:
+        return -_PLAIN_INT < value < _PLAIN_INT  # type: ignore[operator]
+    if kind is bool or value is None:
+        return True
+    if kind is float:
+        return _plain_float(value, by_value)  # type: ignore[arg-type]
+    if not depth:
+        return False
+    if kind is dict:
+        return all(
+            type(key) is str and _plain_str(key) and _plain(item, by_value, depth - 1)
+            for key, item in value.items()  # type: ignore[attr-defined]
+        )
+    if kind is list:
+        return all(_plain(item, by_value, depth - 1) for item in value)  # type: ignore[attr-defined]
+    return False
+
+
+def _plain_str(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the walker names it
+        return False
+    return True
+
+
+def _plain_float(value: float, by_value: bool) -> bool:
+    if not math.isfinite(value):
+        return False
+    if not by_value:
+        return True
+    # The digest form writes whole floats as ints and exponents out; only a
+    # shortest text with neither is already canonical.
+    return not value.is_integer() and "e" not in repr(value)

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from inboxguard._core.canonical import MAX_DEPTH, MAX_NUMBER_DIGITS, Walker, emit
+from inboxguard._core.canonical import MAX_DEPTH, MAX_NUMBER_DIGITS, Walker, emit, plain_text
 from inboxguard._core.exclusions import ExcludePath, compile_exclusions
 from inboxguard.errors import PayloadEncodingError
 
@@ -64,6 +64,8 @@ def digest_of(payload: object, *, exclude: Exclude = ()) -> str:
 
 def digest_text(payload: object, *, exclude: Exclude = (), root: str = "payload") -> str:
     """Return the text :func:`digest_of` hashes (numbers written by value)."""
+    if _no_exclusions(exclude) and (text := plain_text(payload, by_value=True)) is not None:
+        return text
     return emit(Walker(root, compile_exclusions(exclude), by_value=True).run(payload))
 
 
@@ -92,6 +94,8 @@ def earlier_digest(payload: object, *, exclude: Exclude = ()) -> str | None:
 
 def canonical_json(value: object, *, exclude: Exclude = (), root: str = "payload") -> str:
     """Return the stored form: compact, key-sorted JSON, numbers as given."""
+    if _no_exclusions(exclude) and (text := plain_text(value, by_value=False)) is not None:
+        return text
     plain = to_canonical(value, exclude=exclude, root=root)
     return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -103,6 +107,14 @@ def to_canonical(value: object, *, exclude: Exclude = (), root: str = "payload")
         PayloadEncodingError: as for :func:`digest_of`.
     """
     return Walker(root, compile_exclusions(exclude), by_value=False).run(value)
+
+
+def _no_exclusions(exclude: Exclude) -> bool:
+    """Whether ``exclude`` is an empty tuple or list (the common call)."""
+    return type(exclude) in _EMPTY_KINDS and not exclude
+
+
+_EMPTY_KINDS = (tuple, list)
 
 
 def _hash(text: str) -> str:
