@@ -115,6 +115,7 @@ class InboxTask(Task):  # type: ignore[misc]
     #: the provider, ledger, terminal states); the rest is derived.
     inbox_guarantee: Guarantee | None = None
     _inbox_getter: Getter | None = None
+    _inbox_user_fn: tuple[Callable[..., Any], int] | None = None
     _inbox_sent_time: SentTimeCheck | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -152,17 +153,23 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         inbox, factory = self._require_setup()
-        request = self.request
+        request = self.request  # read once: each read looks up Celery's request stack
         details = delivery_details(self.name, request, args, kwargs)
         command_id: str | None = None
+        payload: Any = None
         try:
             command_id = self._command_id(args, kwargs)
+            payload = self._payload(args, kwargs)
             with transaction(inbox, factory, self._consumer(), command_id) as session:
-                result = self._claim_and_run(inbox, session, command_id, args, kwargs, details)
+                result = self._claim_and_run(
+                    inbox, session, command_id, payload, request, args, kwargs, details
+                )
         except Exception as exc:
             # A plain function call (no worker, no apply()) gets the errors themselves.
-            if not isinstance(exc, _CONTROL_FLOW) and not self.request.called_directly:
-                self._settle(exc, command_id, self._payload(args, kwargs), details)
+            if not isinstance(exc, _CONTROL_FLOW) and not request.called_directly:
+                if payload is None:  # the command ID failed first
+                    payload = self._payload(args, kwargs)
+                self._settle(exc, command_id, payload, details)
             raise
         faults.reach(faults.FaultPoint.BEFORE_ACK, command_id)
         return result
@@ -238,6 +245,8 @@ class InboxTask(Task):  # type: ignore[misc]
         inbox: AnyInbox,
         session: Any,
         command_id: Any,
+        payload: Any,
+        request: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         details: Mapping[str, Any],
@@ -246,9 +255,9 @@ class InboxTask(Task):  # type: ignore[misc]
             session,
             consumer=self._consumer(),
             command_id=command_id,
-            payload=self._payload(args, kwargs),
+            payload=payload,
             exclude=tuple(self.inbox_exclude),
-            sent_at=self._sent_at(),
+            sent_at=self._sent_at(request),
             details=details,
         ) as entry:
             if entry.duplicate:
@@ -257,11 +266,12 @@ class InboxTask(Task):  # type: ignore[misc]
             entry.result = self.run(*args, **kwargs)
             return entry.result
 
-    def _sent_at(self) -> dt.datetime | None:
-        """The time this delivery's age counts from; a message without one is
-        logged once or refused (``inbox_require_sent_at``); a direct call needs none."""
-        sent_at = judged_from_request(self.request, self.name)
-        return sent_at if self.request.called_directly else self._sent_time()(sent_at)
+    def _sent_at(self, request: Any) -> dt.datetime | None:
+        """The time this delivery (``request``) counts its age from; a message
+        without one is logged once or refused (``inbox_require_sent_at``); a
+        direct call needs none."""
+        sent_at = judged_from_request(request, self.name)
+        return sent_at if request.called_directly else self._sent_time()(sent_at)
 
     def _sent_time(self) -> SentTimeCheck:
         """This task's rule for a message with no sent time (made once)."""
@@ -323,9 +333,13 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def _user_fn(self) -> tuple[Callable[..., Any], int]:
         """The user's function and how many of its leading parameters are not
-        task arguments (see :func:`task_function`)."""
-        fn, skip = task_function(self)
-        return (fn, skip) if fn is not None else (self.run, 0)
+        task arguments (see :func:`task_function`), read on first use like the
+        command ID getter made from it, so every delivery binds the same one."""
+        found = self._inbox_user_fn
+        if found is None:
+            fn, skip = task_function(self)
+            found = self._inbox_user_fn = (fn, skip) if fn is not None else (self.run, 0)
+        return found
 
 
 _STAMP = (

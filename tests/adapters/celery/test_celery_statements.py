@@ -1,0 +1,89 @@
+"""The round trips a guarded Celery task costs on PostgreSQL, read off the
+wire: BEGIN, the claim, the body's own statement, the result store, COMMIT;
+a redelivery of a committed command: BEGIN, the claim, COMMIT. Nothing else
+(no check, lookup or session set-up) per delivery."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+import inboxguard
+from inboxguard.adapters.celery import SENT_AT_HEADER, InboxTask
+from tests.adapters.wire import traced
+from tests.conftest import unique
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def one_connection(pg_url: str) -> Iterator[Engine]:
+    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+def test_guarded_task_sends_claim_body_result_store_and_nothing_else(
+    one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    engine = one_connection
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=7), table_prefix=prefix)
+    inbox.create_schema()
+    ledger = Table(
+        f"{prefix}ledger", MetaData(), Column("id", Integer, primary_key=True),
+        Column("ref", String(40)),
+    )  # fmt: skip
+    ledger.create(engine)
+    app = Celery(unique("app"), broker="memory://", set_as_current=False)
+
+    @app.task(
+        base=InboxTask,
+        inbox=inbox,
+        inbox_session_factory=sessionmaker(engine),
+        inbox_command_id="ref",
+        name=unique("apply_ref"),
+    )
+    def apply_ref(ref: str) -> dict[str, Any]:
+        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
+        return {"applied": ref}
+
+    def deliver(ref: str, task_id: str) -> None:
+        sent = dt.datetime.now(dt.UTC).isoformat()
+        result = apply_ref.apply(args=(ref,), task_id=task_id, headers={SENT_AT_HEADER: sent})
+        assert result.get() == {"applied": ref}
+
+    try:
+        deliver("r-0", "a")  # the first delivery opens the connection
+        with traced(engine, tmp_path) as fresh:
+            deliver("r-1", "b")
+        with traced(engine, tmp_path) as again:
+            deliver("r-1", "c")  # the same command, a new task id
+    finally:
+        ledger.drop(engine)
+        inbox.drop_schema()
+
+    kinds = [_kind(s, prefix) for s in fresh.statements]
+    assert kinds == ["BEGIN", "claim", "body INSERT", "result store", "COMMIT"], fresh.statements
+    kinds = [_kind(s, prefix) for s in again.statements]
+    assert kinds == ["BEGIN", "claim", "COMMIT"], again.statements
+
+
+def _kind(statement: str, prefix: str) -> str:
+    if (
+        statement.startswith("WITH prev AS MATERIALIZED")
+        and f"INSERT INTO {prefix}inbox " in statement
+    ):
+        return "claim"
+    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
+        return "result store"
+    if statement.startswith(f"INSERT INTO {prefix}ledger "):
+        return "body INSERT"
+    return statement

@@ -1,0 +1,94 @@
+"""The round trips a guarded Dramatiq message costs on PostgreSQL, read off
+the wire: BEGIN, the claim, the actor's own statement, the result store,
+COMMIT; a redelivery of a committed command: BEGIN, the claim, COMMIT.
+Nothing else (no check, lookup or session set-up) per message."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import pytest
+from dramatiq import Worker
+from dramatiq.brokers.stub import StubBroker
+from dramatiq.results import Results
+from dramatiq.results.backends import StubBackend
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+import inboxguard
+from inboxguard.adapters.dramatiq import InboxMiddleware
+from tests.adapters.wire import traced
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def one_connection(pg_url: str) -> Iterator[Engine]:
+    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+def test_guarded_message_sends_claim_body_result_store_and_nothing_else(
+    one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    engine = one_connection
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=7), table_prefix=prefix)
+    inbox.create_schema()
+    effects = Table(
+        f"{prefix}effects", MetaData(), Column("id", Integer, primary_key=True),
+        Column("order_id", String(40)),
+    )  # fmt: skip
+    effects.create(engine)
+    broker = StubBroker()
+    broker.emit_after("process_boot")
+    broker.add_middleware(Results(backend=StubBackend()))
+    broker.add_middleware(InboxMiddleware(inbox, session_factory=sessionmaker(engine)))
+
+    @dramatiq.actor(broker=broker, inbox_command_id="order_id", store_results=True, max_retries=3)
+    def ship(order_id: str) -> dict[str, Any]:
+        inboxguard.current_session().execute(insert(effects).values(order_id=order_id))
+        return {"shipped": order_id}
+
+    worker = Worker(broker, worker_timeout=50, worker_threads=1)
+    worker.start()
+    try:
+        ship.send("o-0")  # the first message opens the connection
+        broker.join(ship.queue_name)
+        worker.join()
+        with traced(engine, tmp_path) as fresh:
+            ship.send("o-1")
+            broker.join(ship.queue_name)
+            worker.join()
+        with traced(engine, tmp_path) as again:
+            ship.send("o-1")
+            broker.join(ship.queue_name)
+            worker.join()
+    finally:
+        worker.stop()
+        broker.close()
+        effects.drop(engine)
+        inbox.drop_schema()
+
+    kinds = [_kind(s, prefix) for s in fresh.statements]
+    assert kinds == ["BEGIN", "claim", "actor INSERT", "result store", "COMMIT"], fresh.statements
+    kinds = [_kind(s, prefix) for s in again.statements]
+    assert kinds == ["BEGIN", "claim", "COMMIT"], again.statements
+
+
+def _kind(statement: str, prefix: str) -> str:
+    if (
+        statement.startswith("WITH prev AS MATERIALIZED")
+        and f"INSERT INTO {prefix}inbox " in statement
+    ):
+        return "claim"
+    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
+        return "result store"
+    if statement.startswith(f"INSERT INTO {prefix}effects "):
+        return "actor INSERT"
+    return statement

@@ -1,0 +1,78 @@
+"""What a guarded delivery sends to PostgreSQL, read from libpq's own trace.
+
+SQLAlchemy's statement events would not do: a listener turns off the direct
+path the claim takes (``inboxguard.sql.direct``), and they never show BEGIN
+or COMMIT. libpq's trace records every protocol message the connection
+writes, whichever layer wrote it. The engine must hold one connection
+(``pool_size=1, max_overflow=0``) so that every delivery runs on the traced one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import Engine
+
+#: PQTRACE_SUPPRESS_TIMESTAMPS | PQTRACE_REGRESS_MODE: no timestamps or OIDs in the trace.
+_FLAGS = 1 | 2
+_QUERY = re.compile(r'^F\t\d+\tQuery\t "(.*)"$', re.DOTALL)
+_PARSE = re.compile(r'^F\t\d+\tParse\t "([^"]*)" "(.*)" \d+(?: \S+)*$', re.DOTALL)
+_BIND = re.compile(r'^F\t\d+\tBind\t "[^"]*" "([^"]*)"')
+
+
+class Wire:
+    """The statements sent while tracing: ``"BEGIN"``, ``"COMMIT"`` and the
+    text of each executed statement (whitespace folded), in order."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+
+@contextmanager
+def traced(engine: Engine, tmp_path: Path) -> Iterator[Wire]:
+    """Trace the engine's single pooled connection for the ``with`` block."""
+    assert engine.pool.size() == 1, "trace an engine of one connection"  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        pgconn: Any = conn.connection.dbapi_connection.pgconn  # type: ignore[union-attr]
+    if not hasattr(pgconn, "set_trace_flags"):
+        pytest.skip("this psycopg/libpq cannot trace a connection")
+    wire = Wire()
+    path = tmp_path / "libpq.trace"
+    with path.open("w") as out:
+        pgconn.trace(out.fileno())
+        pgconn.set_trace_flags(_FLAGS)
+        try:
+            yield wire
+        finally:
+            pgconn.untrace()
+    wire.statements.extend(_statements(path.read_text()))
+
+
+def _messages(trace: str) -> Iterator[str]:
+    """One line per protocol message (a statement's own newlines rejoined)."""
+    message = ""
+    for line in trace.splitlines():
+        if line.startswith(("F\t", "B\t")) and message:
+            yield message
+            message = ""
+        message = f"{message}\n{line}" if message else line
+    if message:
+        yield message
+
+
+def _statements(trace: str) -> Iterator[str]:
+    parsed: dict[str, str] = {}
+    for line in _messages(trace):
+        if found := _QUERY.match(line):
+            yield found.group(1)
+        elif found := _PARSE.match(line):
+            parsed[found.group(1)] = " ".join(found.group(2).split())
+        elif found := _BIND.match(line):
+            yield parsed.get(
+                found.group(1), f"<statement {found.group(1)} prepared before the trace>"
+            )
