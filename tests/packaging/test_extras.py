@@ -4,7 +4,9 @@ The wheel is built once from this checkout; each extra set is installed with
 its dependencies (never ``--no-deps``: the dependencies are what is checked)
 into a virtualenv of its own under the test's temporary directory, and a
 probe run by that virtualenv's interpreter talks to the real service. Pip
-reads its usual configuration and cache, so the installs stay fast.
+reads its usual configuration and cache. The installs are independent, so
+they all start when the first test asks for one and run a few at a time;
+each test waits for its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,8 @@ from tests.packaging.probes import EXTRA_SETS
 
 pytestmark = pytest.mark.packaging
 ROOT = Path(__file__).resolve().parents[2]
+#: Installs run at once; pip waits on the network and the disk as much as on a core.
+PARALLEL_INSTALLS = 3
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +42,34 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def _install(wheel: Path, extras: str, home: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A fresh virtualenv under ``home`` with ``inboxguard[extras]`` and its dependencies."""
+    venv = home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    install = subprocess.run(
+        [*pip, "install", "--quiet", f"{wheel}[{extras}]"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return venv, install
+
+
+@pytest.fixture(scope="module")
+def installs(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[tuple[Path, subprocess.CompletedProcess[str]]]]]:
+    """Every extra set's install, started together, a few at a time."""
+    with ThreadPoolExecutor(PARALLEL_INSTALLS, thread_name_prefix="install") as pool:
+        yield {
+            extras: pool.submit(_install, wheel, extras, tmp_path_factory.mktemp("extras"))
+            for extras in EXTRA_SETS
+        }
+
+
 def _probe_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -46,24 +80,17 @@ def _probe_env() -> dict[str, str]:
 
 @pytest.mark.parametrize("extras", list(EXTRA_SETS))
 def test_extra_set_works_alone_in_a_fresh_virtualenv(
-    extras: str, wheel: Path, tmp_path: Path
+    extras: str,
+    installs: dict[str, Future[tuple[Path, subprocess.CompletedProcess[str]]]],
+    tmp_path: Path,
 ) -> None:
     """`pip install 'inboxguard[<extras>]'` alone is enough to use what the extra is for."""
     probes, services = EXTRA_SETS[extras]
     for service in services:
         require_service(service)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    install = subprocess.run(
-        [*pip, "install", "--quiet", f"{wheel}[{extras}]"],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    venv, install = installs[extras].result(timeout=900)
     assert install.returncode == 0, install.stderr
+    python = venv / "bin" / "python"
     for number, probe in enumerate(probes):
         script = tmp_path / f"probe{number}.py"
         script.write_text(probe + "\nimport inboxguard\nprint(inboxguard.__file__)\n")
