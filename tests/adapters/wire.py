@@ -32,6 +32,25 @@ class Wire:
     def __init__(self) -> None:
         self.statements: list[str] = []
 
+    def kinds(self, prefix: str, body_table: str) -> list[str]:
+        """The statements named: ``"claim"`` and ``"result store"`` on the
+        inbox of ``prefix``, ``"body INSERT"`` into ``body_table``; any other
+        statement as its text."""
+        return [_kind(statement, prefix, body_table) for statement in self.statements]
+
+
+def _kind(statement: str, prefix: str, body_table: str) -> str:
+    if (
+        statement.startswith("WITH prev AS MATERIALIZED")
+        and f"INSERT INTO {prefix}inbox " in statement
+    ):
+        return "claim"
+    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
+        return "result store"
+    if statement.startswith(f"INSERT INTO {body_table} "):
+        return "body INSERT"
+    return statement
+
 
 @contextmanager
 def traced(engine: Engine, tmp_path: Path) -> Iterator[Wire]:

@@ -6,13 +6,12 @@ a redelivery of a committed command: BEGIN, the claim, COMMIT. Nothing else
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from celery import Celery
-from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine
+from sqlalchemy import Column, Integer, MetaData, String, Table
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
@@ -22,13 +21,6 @@ from tests.adapters.wire import traced
 from tests.conftest import unique
 
 pytestmark = pytest.mark.postgresql
-
-
-@pytest.fixture
-def one_connection(pg_url: str) -> Iterator[Engine]:
-    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
-    yield engine
-    engine.dispose()
 
 
 def test_guarded_task_sends_claim_body_result_store_and_nothing_else(
@@ -70,20 +62,7 @@ def test_guarded_task_sends_claim_body_result_store_and_nothing_else(
         ledger.drop(engine)
         inbox.drop_schema()
 
-    kinds = [_kind(s, prefix) for s in fresh.statements]
+    kinds = fresh.kinds(prefix, f"{prefix}ledger")
     assert kinds == ["BEGIN", "claim", "body INSERT", "result store", "COMMIT"], fresh.statements
-    kinds = [_kind(s, prefix) for s in again.statements]
+    kinds = again.kinds(prefix, f"{prefix}ledger")
     assert kinds == ["BEGIN", "claim", "COMMIT"], again.statements
-
-
-def _kind(statement: str, prefix: str) -> str:
-    if (
-        statement.startswith("WITH prev AS MATERIALIZED")
-        and f"INSERT INTO {prefix}inbox " in statement
-    ):
-        return "claim"
-    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
-        return "result store"
-    if statement.startswith(f"INSERT INTO {prefix}ledger "):
-        return "body INSERT"
-    return statement

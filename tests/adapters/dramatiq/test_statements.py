@@ -6,7 +6,6 @@ Nothing else (no check, lookup or session set-up) per message."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from dramatiq import Worker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.results import Results
 from dramatiq.results.backends import StubBackend
-from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
@@ -25,13 +24,6 @@ from inboxguard.adapters.dramatiq import InboxMiddleware
 from tests.adapters.wire import traced
 
 pytestmark = pytest.mark.postgresql
-
-
-@pytest.fixture
-def one_connection(pg_url: str) -> Iterator[Engine]:
-    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
-    yield engine
-    engine.dispose()
 
 
 def test_guarded_message_sends_claim_body_result_store_and_nothing_else(
@@ -75,20 +67,7 @@ def test_guarded_message_sends_claim_body_result_store_and_nothing_else(
         effects.drop(engine)
         inbox.drop_schema()
 
-    kinds = [_kind(s, prefix) for s in fresh.statements]
-    assert kinds == ["BEGIN", "claim", "actor INSERT", "result store", "COMMIT"], fresh.statements
-    kinds = [_kind(s, prefix) for s in again.statements]
+    kinds = fresh.kinds(prefix, f"{prefix}effects")
+    assert kinds == ["BEGIN", "claim", "body INSERT", "result store", "COMMIT"], fresh.statements
+    kinds = again.kinds(prefix, f"{prefix}effects")
     assert kinds == ["BEGIN", "claim", "COMMIT"], again.statements
-
-
-def _kind(statement: str, prefix: str) -> str:
-    if (
-        statement.startswith("WITH prev AS MATERIALIZED")
-        and f"INSERT INTO {prefix}inbox " in statement
-    ):
-        return "claim"
-    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
-        return "result store"
-    if statement.startswith(f"INSERT INTO {prefix}effects "):
-        return "actor INSERT"
-    return statement
