@@ -261,7 +261,7 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
 
     steps = [
         ("validation (consumer and command ID)", col("validation")),
-        ("payload digest (canonical walk + SHA-256)", col("digest")),
+        ("payload digest (canonical text + SHA-256)", col("digest")),
         (
             "claim parameters (the rest of `prepare`)",
             derived(lambda r: r["prepare"] - r["validation"] - r["digest"]),
