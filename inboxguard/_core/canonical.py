@@ -33,6 +33,7 @@ __all__ = [
     "Exclusions",
     "Number",
     "Walker",
+    "compact_json",
     "emit",
     "plain_text",
 ]
@@ -298,9 +299,11 @@ def emit(value: Any) -> str:
 _LITERALS: Final = {None: "null", True: "true", False: "false"}
 
 
-#: The compact, key-sorted encoder both forms share; its output for the
-#: values :func:`plain_text` admits is the walker's, byte for byte.
-_ENCODE: Final = json.JSONEncoder(
+#: Compact, key-sorted JSON of a tree of plain values (no cycles: the
+#: walker's output, or what :func:`plain_text` admits). It writes the stored
+#: form, and for the values :func:`plain_text` admits it writes the walker's
+#: digest text byte for byte.
+compact_json: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
 ).encode
 #: Deepest nesting :func:`plain_text` checks; deeper payloads take the walker.
@@ -320,7 +323,7 @@ def plain_text(value: object, *, by_value: bool) -> str | None:
     (subclasses, other types, bad text, deep or cyclic trees, exclusions)
     returns None and the walker decides, errors included.
     """
-    return _ENCODE(value) if _plain(value, by_value, _PLAIN_DEPTH) else None
+    return compact_json(value) if _plain(value, by_value, _PLAIN_DEPTH) else None
 
 
 def _plain(value: object, by_value: bool, depth: int) -> bool:  # noqa: PLR0911

@@ -16,11 +16,17 @@ walk, numbers kept as given (``Decimal`` as its text).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import Any
 
-from inboxguard._core.canonical import MAX_DEPTH, MAX_NUMBER_DIGITS, Walker, emit, plain_text
+from inboxguard._core.canonical import (
+    MAX_DEPTH,
+    MAX_NUMBER_DIGITS,
+    Walker,
+    compact_json,
+    emit,
+    plain_text,
+)
 from inboxguard._core.exclusions import ExcludePath, compile_exclusions
 from inboxguard.errors import PayloadEncodingError
 
@@ -64,9 +70,10 @@ def digest_of(payload: object, *, exclude: Exclude = ()) -> str:
 
 def digest_text(payload: object, *, exclude: Exclude = (), root: str = "payload") -> str:
     """Return the text :func:`digest_of` hashes (numbers written by value)."""
-    if _no_exclusions(exclude) and (text := plain_text(payload, by_value=True)) is not None:
+    exclusions = compile_exclusions(exclude)
+    if not exclusions and (text := plain_text(payload, by_value=True)) is not None:
         return text
-    return emit(Walker(root, compile_exclusions(exclude), by_value=True).run(payload))
+    return emit(Walker(root, exclusions, by_value=True).run(payload))
 
 
 def legacy_digest_of(payload: object, *, exclude: Exclude = ()) -> str:
@@ -94,10 +101,10 @@ def earlier_digest(payload: object, *, exclude: Exclude = ()) -> str | None:
 
 def canonical_json(value: object, *, exclude: Exclude = (), root: str = "payload") -> str:
     """Return the stored form: compact, key-sorted JSON, numbers as given."""
-    if _no_exclusions(exclude) and (text := plain_text(value, by_value=False)) is not None:
+    exclusions = compile_exclusions(exclude)
+    if not exclusions and (text := plain_text(value, by_value=False)) is not None:
         return text
-    plain = to_canonical(value, exclude=exclude, root=root)
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return compact_json(Walker(root, exclusions, by_value=False).run(value))
 
 
 def to_canonical(value: object, *, exclude: Exclude = (), root: str = "payload") -> Any:
@@ -107,14 +114,6 @@ def to_canonical(value: object, *, exclude: Exclude = (), root: str = "payload")
         PayloadEncodingError: as for :func:`digest_of`.
     """
     return Walker(root, compile_exclusions(exclude), by_value=False).run(value)
-
-
-def _no_exclusions(exclude: Exclude) -> bool:
-    """Whether ``exclude`` is an empty tuple or list (the common call)."""
-    return type(exclude) in _EMPTY_KINDS and not exclude
-
-
-_EMPTY_KINDS = (tuple, list)
 
 
 def _hash(text: str) -> str:
