@@ -315,7 +315,8 @@ _PLAIN_INT: Final = 10**18
 def plain_text(value: object, *, by_value: bool) -> str | None:
     """The canonical text of a tree of plain values, or None to use the walker.
 
-    Admits dicts with ``str`` keys and lists (exact types, at most
+    Admits dicts with ``str`` keys (dict itself or a direct subclass that
+    keeps dict's ``items``, such as a bound call's payload) and lists (at most
     ``_PLAIN_DEPTH`` deep) of exact ``str``, ``bool``, ``None``, ints of at
     most 18 digits and finite floats (in the digest form, only floats whose
     shortest text already is canonical). For those values the walker adds
@@ -338,14 +339,20 @@ def _plain(value: object, by_value: bool, depth: int) -> bool:  # noqa: PLR0911
         return _plain_float(value, by_value)  # type: ignore[arg-type]
     if not depth:
         return False
-    if kind is dict:
+    if kind is list:
+        return all(_plain(item, by_value, depth - 1) for item in value)  # type: ignore[attr-defined]
+    if kind is dict or _plain_dict_kind(kind):
         return all(
             type(key) is str and _plain_str(key) and _plain(item, by_value, depth - 1)
             for key, item in value.items()  # type: ignore[attr-defined]
         )
-    if kind is list:
-        return all(_plain(item, by_value, depth - 1) for item in value)  # type: ignore[attr-defined]
     return False
+
+
+def _plain_dict_kind(kind: type) -> bool:
+    """A direct subclass of dict (such as a bound call's payload) that reads
+    its items as dict does: the walker and ``json`` both read ``items()``."""
+    return kind.__mro__ == (kind, dict, object) and kind.items is dict.items  # type: ignore[attr-defined]
 
 
 def _plain_str(value: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from inboxguard import PayloadEncodingError, digest_of
 from inboxguard._core.canonical import Walker, emit, plain_text
 from inboxguard._core.digest import canonical_json, digest_text
+from inboxguard._core.extract import payload_of
 
 scalars = (
     st.none()
@@ -27,11 +29,19 @@ scalars = (
     | st.text()
     | st.sampled_from(["\ud800", "a\udfffb", "Zoë", "\u2028", 'q"\\\n'])
 )
+
+
+class Record(dict[str, Any]):
+    """A direct dict subclass that keeps dict's items (as a bound call's payload does)."""
+
+
+keys = st.text(max_size=6) | st.sampled_from(["\udc80", "é"])
 trees = st.recursive(
     scalars,
     lambda inner: (
         st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(max_size=6) | st.sampled_from(["\udc80", "é"]), inner, max_size=4)
+        | st.dictionaries(keys, inner, max_size=4)
+        | st.dictionaries(keys, inner, max_size=4).map(Record)
     ),
     max_leaves=20,
 )
@@ -79,6 +89,7 @@ def test_the_shortcut_stored_form_is_the_walkers(value: Any) -> None:
         {"lines": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2.5}], "name": "Zoë"},
         [1, "two", 3.25, None, False],
         {},
+        payload_of(("inv-9",), {"amount": 100}, lambda invoice_id, amount: None),
     ],
 )
 def test_common_payloads_take_the_shortcut(value: object) -> None:
@@ -87,6 +98,17 @@ def test_common_payloads_take_the_shortcut(value: object) -> None:
     assert plain_text(value, by_value=False) is not None
     assert digest_text(value) == plain_text(value, by_value=True)
     assert canonical_json(value) == plain_text(value, by_value=False)
+
+
+class Reordered(dict[str, Any]):
+    """A dict subclass whose items() is its own."""
+
+    def items(self) -> Any:
+        return reversed(list(super().items()))
+
+
+class Both(dict[str, Any], Mapping[str, Any]):
+    """A dict subclass with another base besides dict."""
 
 
 class Count(int):
@@ -114,6 +136,8 @@ class Text(str):
         {1: "int key"},
         {"deep": [[[[["five levels"]]]]]},
         ("a", "tuple"),
+        Reordered(a=1),
+        Both(a=1),
     ],
 )
 def test_values_outside_the_shortcut_take_the_walker(value: object) -> None:
