@@ -40,7 +40,12 @@ from inboxguard.inbox._partitioning import (
     check_layout,
 )
 from inboxguard.inbox._purge import Progress, PurgePlan, PurgeReport
-from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, QuarantineStore
+from inboxguard.inbox._quarantine import (
+    QuarantineAction,
+    QuarantineReplay,
+    QuarantineStore,
+    audited,
+)
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.sql.dialects.postgresql.partitions import Granularity, check_granularity
@@ -51,7 +56,7 @@ from inboxguard.sql.tables import inbox_tables
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-__all__ = ["Inbox", "audited"]
+__all__ = ["Inbox"]
 
 R = TypeVar("R")
 #: What ``guard_batch(commands=...)`` takes.
@@ -616,14 +621,3 @@ class Inbox:
         return self._upkeep.advance_watermark(
             session, consumer=consumer, key=key, position=position
         )
-
-
-def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
-    """The non-empty actor and reason an audited action needs."""
-    if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
-        msg = (
-            "an audited quarantine action needs both actor= (who acts) and reason="
-            " (why), each a non-empty string"
-        )
-        raise ConfigurationError(msg)
-    return str(actor), str(reason)

@@ -1,5 +1,6 @@
-"""Quarantine records: their values, the log line of a write that failed, and
-the store operators read and resolve them through.
+"""Quarantine records: their values, the log line of a write that failed, the
+store operators read and resolve them through, and the rule every audited
+action on them follows (:func:`audited`, shared by the SQL and Redis inboxes).
 
 The write itself is an I/O request of the guard's flow (:mod:`._flow`), done
 by a driver (:mod:`._drive`) in a transaction of its own."""
@@ -17,6 +18,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
+from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 from inboxguard.sql.tables import InboxTables
@@ -25,6 +27,7 @@ __all__ = [
     "QuarantineAction",
     "QuarantineReplay",
     "QuarantineStore",
+    "audited",
     "log_not_written",
     "log_write_failure",
     "quarantine_values",
@@ -267,3 +270,14 @@ class QuarantineStore:
             )
             for row in rows
         ]
+
+
+def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
+    """The non-empty actor and reason an audited action needs."""
+    if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
+        msg = (
+            "an audited quarantine action needs both actor= (who acts) and reason="
+            " (why), each a non-empty string"
+        )
+        raise ConfigurationError(msg)
+    return str(actor), str(reason)

@@ -19,8 +19,7 @@ from inboxguard._core.guarantee import Guarantee
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.inbox._handlers import async_handler, registering, sync_handler
-from inboxguard.inbox._inbox import audited
-from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
+from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, audited
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
 from inboxguard.inbox.redis._checks import check_client, check_durations, is_cluster
