@@ -11,7 +11,14 @@ import pytest
 from inboxguard.sql.dialects import DATABASES, Database
 from inboxguard.sql.tables import inbox_tables, outbox_tables
 
-HOT = ("_claim_stmt", "_insert_stmt", "lookup_stmt", "_locking_lookup", "store_result_stmt")
+HOT = (
+    "_claim_stmt",
+    "_stored_stmt",
+    "_insert_stmt",
+    "lookup_stmt",
+    "_locking_lookup",
+    "store_result_stmt",
+)
 BY_LABEL = {database.label: database for database in DATABASES}
 
 

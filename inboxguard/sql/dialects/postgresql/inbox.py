@@ -10,9 +10,13 @@ Features:
   the same round trip. Only when the conflicting row was committed after the
   statement's snapshot (a lost race) does a second ``SELECT`` follow.
 - lock wait: bounded by ``lock_timeout``, set with ``set_config(..., true)``
-  inside the same statement and put back to the caller's value by the same
-  statement once the insert has finished waiting (SQLSTATE 55P03 on expiry,
-  which aborts the transaction anyway).
+  inside the insert, which first keeps the caller's value in the
+  transaction-local setting ``inboxguard.lock_timeout``; the row the claim
+  returns puts it back once the insert has finished waiting, and after a lost
+  race the second ``SELECT`` does (SQLSTATE 55P03 on expiry, which aborts the
+  transaction anyway). ``python -m benchmarks candidates`` measures this
+  against the earlier form (the caller's value read in a ``MATERIALIZED``
+  CTE, and a third branch to put it back after a lost race).
 - isolation: READ COMMITTED, REPEATABLE READ and SERIALIZABLE. Under the last
   two, a race lost to a concurrent commit is a serialization failure (40001),
   reported as retryable, never a silent skip.
@@ -25,7 +29,15 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import BindParameter, Boolean, Executable, Integer, bindparam, column
+from sqlalchemy import (
+    BindParameter,
+    Boolean,
+    ColumnClause,
+    Executable,
+    Integer,
+    bindparam,
+    column,
+)
 from sqlalchemy.dialects.postgresql import insert
 
 from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
@@ -46,33 +58,44 @@ class PostgresqlDialect(Dialect):
         # form of postgresql.insert() (sqlalchemy/sqlalchemy#10445), and
         # recompiling this statement for every message tripled the guard's cost.
         self._claim_stmt = claim_text(_claim_sql(lock_timeout), tables)
+        self._stored_stmt = _stored_text(lock_timeout, tables)
         self._quarantine_stmt = on_conflict_quarantine(insert, tables.quarantine)
         self.store_result_stmt = _store_text(tables)
 
     def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
         """Claim in one round trip; read again only after a lost race."""
         row = (yield self._claim_stmt, params).first()
-        if row is not None and row[3] is not None:
-            if row[3]:
-                return Claim(True, row[0])
-            return Claim(False, row[0], row[1], row[2])
-        row = (yield self.lookup_stmt, params).first()
-        return None if row is None else self.existing(row)
+        if row is None:  # committed after the claim's snapshot: read it now
+            row = (yield self._stored_stmt, params).first()
+            if row is None or row[0] is None:  # deleted since the insert saw it
+                return None
+        if row[3]:
+            return Claim(True, row[0])
+        return Claim(False, row[0], row[1], row[2])
 
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
         return self._quarantine_stmt
 
 
+#: Where the claim keeps the caller's ``lock_timeout`` until it is put back (a
+#: transaction-local custom setting, gone when the transaction ends).
+_KEPT = "inboxguard.lock_timeout"
+_RESTORE = f"set_config('lock_timeout', current_setting('{_KEPT}'), true)"
+
+
 def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
     """The claim: insert the row, or return the stored one, in one statement.
 
     Rows: ``(digest, NULL, NULL, true)`` for a fresh claim, the stored
-    ``(digest, result, result_expires_at, false)`` for a duplicate, and, with
-    a lock timeout, ``(NULL, NULL, NULL, NULL)`` after a lost race (nothing
-    else to return). With a lock timeout, the caller's own setting is read
-    first (``prev``, materialized before the insert sets the bound) and put
-    back on whichever row comes out, after the insert has finished waiting.
+    ``(digest, result, result_expires_at, false)`` for a duplicate, and none
+    after a lost race (the row committed after the statement's snapshot).
+
+    With a lock timeout, the insert's ``WHERE`` keeps the caller's setting
+    in ``inboxguard.lock_timeout`` and sets the bound (the inner
+    ``set_config`` runs first: it is an argument of the outer); whichever
+    row comes out puts the caller's setting back, after the insert has
+    finished waiting. After a lost race, :func:`_stored_sql` puts it back.
     """
     insert = (
         "INSERT INTO {inbox}"
@@ -83,31 +106,49 @@ def _claim_sql(lock_timeout: dt.timedelta | None) -> str:
     conflict = " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING digest"
     # The stored row is read by the same two binds the insert uses (a text
     # statement may repeat a bind), so the driver sends six parameters, not eight.
-    stored = " FROM {inbox} WHERE consumer = :consumer AND command_id = :command_id"
-    if lock_timeout is None:
-        return (
-            f"WITH claimed AS ({insert}{conflict})"
-            " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh"
-            " FROM claimed"
-            " UNION ALL"
-            f" SELECT digest, result, result_expires_at, false{stored}"
-            " AND NOT EXISTS (SELECT 1 FROM claimed)"
-        )
-    millis = max(1, int(lock_timeout.total_seconds() * 1000))
-    restore = "set_config('lock_timeout', (SELECT v FROM prev), true)"
-    return (
-        "WITH prev AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v),"
-        f" claimed AS ({insert}"
-        f" FROM prev WHERE set_config('lock_timeout', '{millis}', true) IS NOT NULL{conflict})"
-        " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh,"
-        f" {restore} AS restored FROM claimed"
-        " UNION ALL"
-        f" SELECT digest, result, result_expires_at, false, {restore}{stored}"
+    stored = (
+        " FROM {inbox} WHERE consumer = :consumer AND command_id = :command_id"
         " AND NOT EXISTS (SELECT 1 FROM claimed)"
+    )
+    bound, restored = "", ""
+    if lock_timeout is not None:
+        millis = max(1, int(lock_timeout.total_seconds() * 1000))
+        keep = f"set_config('{_KEPT}', current_setting('lock_timeout'), true)"
+        bound = (
+            f" WHERE set_config('lock_timeout', '{millis}' || left({keep}, 0), true) IS NOT NULL"
+        )
+        restored = f", {_RESTORE} AS restored"
+    return (
+        f"WITH claimed AS ({insert}{bound}{conflict})"
+        " SELECT digest, NULL AS result, NULL AS result_expires_at, true AS fresh"
+        f"{restored} FROM claimed"
         " UNION ALL"
-        f" SELECT NULL, NULL, NULL, NULL, {restore}"
-        " WHERE NOT EXISTS (SELECT 1 FROM claimed)"
-        f" AND NOT EXISTS (SELECT 1{stored})"
+        f" SELECT digest, result, result_expires_at, false{restored}{stored}"
+    )
+
+
+def _stored_sql(lock_timeout: dt.timedelta | None) -> str:
+    """The stored row after a lost race: always one row, its ``digest`` NULL when
+    the row is gone. With a lock timeout, the row is read beside the call that
+    puts the caller's setting back, so it is put back whether or not the row
+    is still there."""
+    source = "(SELECT 1) AS one" if lock_timeout is None else f"(SELECT {_RESTORE}) AS restored"
+    return (
+        "SELECT i.digest, i.result, i.result_expires_at, false AS fresh"
+        f" FROM {source} LEFT JOIN {{inbox}} AS i"
+        " ON i.consumer = :consumer AND i.command_id = :command_id"
+    )
+
+
+def _stored_text(lock_timeout: dt.timedelta | None, tables: InboxTables) -> DirectSelect:
+    """:func:`_stored_sql` with the key's binds and the claim's result columns."""
+    return direct(
+        table_text(_stored_sql(lock_timeout), inbox=tables.inbox)
+        .bindparams(
+            bindparam("consumer", type_=id_type()),
+            bindparam("command_id", type_=id_type()),
+        )
+        .columns(*_claim_columns())
     )
 
 
@@ -144,10 +185,16 @@ def claim_text(sql: str, tables: InboxTables, *extra: BindParameter[Any]) -> Dir
             bindparam("result_expires_at", type_=UtcDateTime()),
             *extra,
         )
-        .columns(
-            column("digest", digest_type()),
-            column("result", long_text()),
-            column("result_expires_at", UtcDateTime()),
-            column("fresh", Boolean()),
-        )
+        .columns(*_claim_columns())
+    )
+
+
+def _claim_columns() -> tuple[ColumnClause[Any], ...]:
+    """What the claim and the stored row's read return:
+    ``(digest, result, result_expires_at, fresh)``."""
+    return (
+        column("digest", digest_type()),
+        column("result", long_text()),
+        column("result_expires_at", UtcDateTime()),
+        column("fresh", Boolean()),
     )
