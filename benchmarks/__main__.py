@@ -27,6 +27,7 @@ ORDER = (
     "inbox",
     "async",
     "breakdown",
+    "candidates",
     "batch",
     "peers",
     "redis",
