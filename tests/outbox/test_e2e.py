@@ -51,15 +51,20 @@ class Proc:
             text=True,
         )
         self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.popen.stdout is not None
         for line in self.popen.stdout:
             self.lines.append(line.rstrip("\n"))
 
+    def sent_ids(self) -> list[str]:
+        """Command IDs of the rows it published (with ``OUTBOX_TRACE=1``)."""
+        return [line.removeprefix("sent ") for line in list(self.lines) if line.startswith("sent ")]
+
     def sent(self) -> int:
-        return sum(1 for line in list(self.lines) if line.startswith("sent "))
+        return len(self.sent_ids())
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -203,28 +208,40 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(
         half = orders // 2
         produce(0, half)
         app = consumers(engine, prefix, queue, env, direct_url)
+        # The victim starts alone, so its first claim leases a full batch of the
+        # committed rows; it sends them slowly, 0.1 s a row (its 8 s lease lets
+        # it send for 6 s, which covers the batch).
         victim = Proc(
             "integrations.outbox.dispatcher",
             {
                 **dispatch_env,
-                "OUTBOX_SEND_DELAY": "0.02",
+                "OUTBOX_SEND_DELAY": "0.1",
                 "OUTBOX_TRACE": "1",
                 "OUTBOX_BATCH_SIZE": str(VICTIM_BATCH),
+                "OUTBOX_LEASE": "8",
             },
         )
         procs.append(victim)
-        # The victim runs alone into its second batch, so that its batches so
-        # far were full (plenty of rows were due) ...
-        wait_until(lambda: victim.sent() >= VICTIM_BATCH + 5, timeout=30)
-        others = [Proc("integrations.outbox.dispatcher", dispatch_env) for _ in range(2)]
+        wait_until(victim.sent, timeout=30)
+        # While it holds that batch the other two start and deliver the other
+        # rows (a quick one may take them all); the batch stays leased to the
+        # victim, so the victim cannot run dry before the kill ...
+        traced = {**dispatch_env, "OUTBOX_TRACE": "1"}
+        others = [Proc("integrations.outbox.dispatcher", traced) for _ in range(2)]
         procs += others
         wait_until(lambda: all("ready" in o.lines for o in others), timeout=30)
+        wait_until(lambda: any(o.sent() for o in others), timeout=30)
+        assert victim.sent() <= VICTIM_BATCH - 5, "the others started after the victim's batch"
 
-        # ... then, with all three running, kill -9 it in the middle of a batch:
-        # part of the batch is published, none of it is recorded.
-        wait_until(lambda: 5 <= victim.sent() % VICTIM_BATCH <= VICTIM_BATCH - 5, timeout=30)
+        # ... then, with all three running, kill -9 the victim in the middle of
+        # that batch: part of it published, none of it recorded.
+        wait_until(lambda: victim.sent() >= 5, timeout=30)
         victim.popen.kill()
         victim.popen.wait()
+        victim.reader.join(10)
+        lost = victim.sent_ids()
+        assert 5 <= len(lost) < VICTIM_BATCH
+        assert all(outbox.get(cid).delivered_at is None for cid in lost)
 
         # Broker outage for the dispatchers while more orders are committed.
         proxy.cut()
@@ -250,10 +267,14 @@ def test_o12_kill_and_outage_still_ship_each_order_exactly_once(
         assert status.oldest_unsent_age == dt.timedelta(0)
         assert status.dead == 0
         assert status.delivered == orders
-        with engine.connect() as conn:
-            resent = conn.execute(select(func.count()).where(t.c.attempts > 1)).scalar_one()
-        # The victim's published-but-unrecorded rows were sent again (same IDs)...
-        assert resent >= 1
+        # The victim's published-but-unrecorded rows were sent again (same IDs),
+        # once its lease ran out, by another dispatcher ...
+        resent = [
+            row
+            for row in map(outbox.get, lost)
+            if row.attempts > 1 and row.receipt["pid"] != victim.popen.pid
+        ]
+        assert len(resent) == len(lost) >= 5
         # ...and the consumers' inbox absorbed every duplicate: still one shipment each.
         assert app.applied() == (orders, orders)
     finally:
