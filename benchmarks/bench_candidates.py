@@ -79,8 +79,8 @@ STORES = ("store", "store pipelined")
 VARIANTS = CLAIMS + STORES
 RESULT = '{"ledger_id":12345,"status":"applied"}'
 METHOD = """\
-The database side of the guard alone, to measure each cut the issue lists
-before taking it: every message is one transaction on a raw psycopg
+The database side of the guard alone, to measure each cut considered for the
+claim before taking it: every message is one transaction on a raw psycopg
 connection (no SQLAlchemy, no inboxguard Python) with the inbox benchmark's
 handler (an UPDATE and an INSERT) after the claim. `now` is the claim the
 package sends, compiled by its PostgreSQL dialect; `before` is the claim
