@@ -2,7 +2,11 @@
 
 The mutation is one UPDATE and one INSERT in a transaction on a Core
 connection. Each round runs, with N worker processes in parallel, every mode
-once, in the order :func:`benchmarks._harness.rotate` gives that round:
+on ``BENCH_MESSAGES`` messages per worker, the modes alternating in chunks of
+``CHUNK`` messages in an order rotated every chunk
+(:func:`benchmarks._harness.rotate`), so a drift of the shared machine (a
+checkpoint, another process) weighs on every mode alike; all workers run the
+same mode's chunk at once (a barrier before and after each chunk):
 
 - ``bare``: the mutation alone;
 - ``floor``: the mutation plus one bare ``INSERT ... ON CONFLICT DO NOTHING``
@@ -19,7 +23,8 @@ whatever the order. The duplicate mode's inbox is filled with its IDs before
 the timed part.
 
 Each worker handles ``BENCH_MESSAGES`` messages per mode after a warm-up.
-Ratios are taken within a round (the slowest worker's wall time per mode) and
+Ratios are taken within a round (the slowest worker's time per mode, summed
+over its chunks) and
 the median over rounds is reported with its range; the targets are recorded
 with :func:`benchmarks._harness.record`. Run with
 ``python -m benchmarks inbox``.
@@ -49,6 +54,8 @@ from tests.helpers import business_tables
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
 WARMUP = 300
+#: Messages per worker per mode in one interleaved chunk.
+CHUNK = 50
 MODES = ("bare", "floor", "guarded", "duplicate")
 RETENTION = dt.timedelta(days=1)
 #: Guard / floor at most this (1 and 4 workers); a verified duplicate at most DUP_BOUND of bare.
@@ -109,13 +116,15 @@ def _worker(url: str, base: str, order: list[str], worker: int, barrier: Any, qu
         if mode == "duplicate":
             warm = ids["duplicate"][:WARMUP]
         _run_mode(engine, inboxes[mode], mode, warm, worker)
-    timings = {}
-    for mode in order:
-        barrier.wait()
-        start = time.perf_counter()
-        _run_mode(engine, inboxes[mode], mode, ids[mode], worker)
-        timings[mode] = time.perf_counter() - start
-        barrier.wait()
+    timings = dict.fromkeys(order, 0.0)
+    for k, first in enumerate(range(0, MESSAGES, CHUNK)):
+        for mode in _harness.rotate(order, k):
+            chunk = ids[mode][first : first + CHUNK]
+            barrier.wait()
+            start = time.perf_counter()
+            _run_mode(engine, inboxes[mode], mode, chunk, worker)
+            timings[mode] += time.perf_counter() - start
+            barrier.wait()
     queue.put(timings)
     engine.dispose()
 
@@ -224,9 +233,11 @@ def main() -> None:
     )
     body = (
         f"{MESSAGES:,} messages per worker per mode after a {WARMUP}-message warm-up,"
-        f" {n_rounds} rounds, the modes' order rotated each round; every mode writes"
+        f" {n_rounds} rounds, the modes alternating in chunks of {CHUNK} in an order"
+        " rotated every chunk (all workers on the same mode at once); every mode writes"
         " tables of its own, created empty for the round and warmed up alike. Each ratio"
-        " is taken within a round (the slowest worker's time), median (min-max) shown."
+        " is taken within a round (the slowest worker's time, summed over its chunks),"
+        " median (min-max) shown."
         " A message is one transaction on a Core connection: `bare` runs an UPDATE and"
         " an INSERT; `guarded` runs the same inside `inbox.guard` with a fresh command"
         " ID; `duplicate` runs `inbox.guard` on an already-committed ID (the mutation is"
