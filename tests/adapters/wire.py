@@ -41,7 +41,7 @@ class Wire:
 
 def _kind(statement: str, prefix: str, body_table: str) -> str:
     if (
-        statement.startswith("WITH prev AS MATERIALIZED")
+        statement.startswith("WITH claimed AS (INSERT INTO")
         and f"INSERT INTO {prefix}inbox " in statement
     ):
         return "claim"
