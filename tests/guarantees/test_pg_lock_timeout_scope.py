@@ -18,9 +18,13 @@ from tests.helpers import wait_until
 pytestmark = pytest.mark.postgresql
 
 
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[Engine]:
+@pytest.fixture(params=["direct", "sqlalchemy"])
+def pg(pg_url: str, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """An engine whose claims go to the DBAPI cursor (``direct``), and one with a
+    tenant-style ``schema_translate_map``, which SQLAlchemy executes."""
     engine = create_engine(pg_url)
+    if request.param == "sqlalchemy":
+        engine = engine.execution_options(schema_translate_map={None: "public"})
     yield engine
     engine.dispose()
 
