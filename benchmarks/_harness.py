@@ -5,7 +5,11 @@
   page.
 - **Interleaving.** Within a round every variant runs once, in an order
   rotated by the round's number (:func:`rotate`), so no variant always runs
-  first, last, or on the largest table.
+  first, last, or on the largest table. A benchmark that alternates its
+  variants message by message or chunk by chunk takes a fresh order for each
+  (:func:`shuffled_orders`): a rotation keeps every variant's neighbours, and
+  a variant always run right after the same other one pays for what that one
+  leaves the server doing.
 - **Ratios.** A ratio is taken within a round (same machine state) and the
   page shows the median of the per-round ratios with their min and max
   (:func:`ratio`), never a ratio of medians.
@@ -23,6 +27,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import random
 import statistics
 import subprocess
 import tempfile
@@ -67,6 +72,18 @@ def rotate(variants: Sequence[T], round_index: int) -> list[T]:
         return []
     k = round_index % len(variants)
     return list(variants[k:]) + list(variants[:k])
+
+
+def shuffled_orders(variants: Sequence[T], count: int, round_index: int) -> list[list[T]]:
+    """``count`` orders of ``variants``, each shuffled afresh, the same for the
+    same round (seeded by ``round_index``): one per message or chunk."""
+    shuffle = random.Random(round_index).shuffle
+    orders: list[list[T]] = []
+    for _ in range(count):
+        order = list(variants)
+        shuffle(order)
+        orders.append(order)
+    return orders
 
 
 def run_rounds(

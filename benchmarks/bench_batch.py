@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -101,10 +100,8 @@ def _round(bench: Bench, order: list[str], i: int) -> dict[str, float]:
     """One round: every variant's messages in chunks of ``CHUNK``, the variants
     in an order shuffled afresh for every chunk (seeded by the round)."""
     spent = dict.fromkeys(order, 0.0)
-    shuffle = random.Random(i).shuffle
-    for k in range(MESSAGES // CHUNK):
-        shuffle(order)
-        for variant in order:
+    for k, chunk_order in enumerate(_harness.shuffled_orders(order, MESSAGES // CHUNK, i)):
+        for variant in chunk_order:
             spent[variant] += bench.run(variant, f"r{i}c{k}", CHUNK)
     return spent
 

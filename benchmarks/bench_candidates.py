@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import random
 import sys
 import time
 import timeit
@@ -260,19 +259,14 @@ def _round(variants: dict[str, Variant], order: list[str], i: int) -> dict[str, 
     again on the same IDs as duplicates. Seconds per message."""
     spent = dict.fromkeys([*order, *(f"{name} duplicate" for name in CLAIMS)], 0.0)
     ids = [f"r{i}-{n}" for n in range(MESSAGES)]
-    # A fresh order for every message: a rotation keeps each variant's
-    # neighbours, and a variant sent right after another pays for what that
-    # one left the server doing (a rotation once put `now` after `store
-    # pipelined` in every message, and `now` came out 15 % slow).
-    shuffle = random.Random(i).shuffle
-    for cid in ids:
-        shuffle(order)
-        for name in order:
+    # A fresh order for every message: a rotation once put `now` right after
+    # `store pipelined` in every message, and `now` came out 15 % slow.
+    for cid, message_order in zip(ids, _harness.shuffled_orders(order, MESSAGES, i), strict=True):
+        for name in message_order:
             v = variants[name]
             spent[name] += v.message(v.params(cid), result=name in STORES)
-    dup_order = [name for name in order if name in CLAIMS]
-    for cid in ids:
-        shuffle(dup_order)
+    claims = [name for name in order if name in CLAIMS]
+    for cid, dup_order in zip(ids, _harness.shuffled_orders(claims, MESSAGES, i), strict=True):
         for name in dup_order:
             v = variants[name]
             spent[f"{name} duplicate"] += v.message(v.params(cid))

@@ -47,6 +47,20 @@ def test_rotation_puts_every_variant_in_every_position() -> None:
     assert _harness.rotate([], 2) == []
 
 
+def test_shuffled_orders_change_every_variants_neighbours_and_repeat_per_round() -> None:
+    variants = ["a", "b", "c", "d"]
+    orders = _harness.shuffled_orders(variants, 200, 3)
+    assert len(orders) == 200
+    assert all(sorted(order) == variants for order in orders)
+    # What a rotation never does: the variant run before "a" changes.
+    before_a = {order[order.index("a") - 1] for order in orders if order[0] != "a"}
+    assert before_a == {"b", "c", "d"}
+    assert sorted({order[0] for order in orders}) == variants
+    assert _harness.shuffled_orders(variants, 200, 3) == orders
+    assert _harness.shuffled_orders(variants, 200, 4) != orders
+    assert variants == ["a", "b", "c", "d"]  # the caller's list is left alone
+
+
 def test_run_rounds_runs_each_round_in_its_rotated_order() -> None:
     seen: list[list[str]] = []
 
