@@ -12,8 +12,9 @@ consumer with a prefetch of N would):
   first).
 
 Within a round the three modes alternate in chunks of ``CHUNK`` messages, in
-an order rotated every chunk (:func:`benchmarks._harness.rotate`), so drift
-of the shared machine weighs on each alike and no mode always runs first;
+an order shuffled afresh for every chunk
+(:func:`benchmarks._harness.shuffled_orders`), so drift of the shared machine
+weighs on each alike and no mode always runs first or after the same other;
 ratios are taken within a round and the median of the per-round ratios is
 reported with its range, the targets recorded with
 :func:`benchmarks._harness.record`. Run with ``python -m benchmarks async``.
@@ -67,8 +68,10 @@ async def _consume(
                     await conn.execute(ledger.insert().values(command_id=cid, amount=1))
 
 
-async def _round(url: str, prefix: str, workers: int, tag: str) -> dict[str, float]:
-    """One round: modes interleaved in chunks, so drift weighs on each alike."""
+async def _round(url: str, prefix: str, workers: int, i: int) -> dict[str, float]:
+    """Round ``i``: modes interleaved in chunks, so drift weighs on each alike."""
+    tag = f"r{i}"
+    orders = _harness.shuffled_orders(MODES, -(-MESSAGES // CHUNK), i)
     engine = create_async_engine(url, pool_size=workers, max_overflow=0)
     sync_url = "postgresql+psycopg://" + url.split("://", 1)[1]  # the Inbox needs a sync driver
     inbox = Inbox(create_engine(sync_url), retention=dt.timedelta(days=1), table_prefix=prefix)
@@ -89,7 +92,7 @@ async def _round(url: str, prefix: str, workers: int, tag: str) -> dict[str, flo
                 "guarded": fresh,
                 "duplicate": previous,
             }
-            for mode in _harness.rotate(MODES, k):
+            for mode in orders[k]:
                 began = time.perf_counter()
                 await asyncio.gather(
                     *(_consume(engine, inbox, mode, chunks[mode][w], w) for w in range(workers))
@@ -111,7 +114,7 @@ def _measure(sync_url: str, async_url: str, workers: int, n_rounds: int) -> list
         with engine.begin() as conn:
             conn.execute(accounts.insert(), [{"id": w, "balance": 0} for w in range(workers)])
         engine.dispose()
-        return asyncio.run(_round(async_url, prefix, workers, f"r{i}"))
+        return asyncio.run(_round(async_url, prefix, workers, i))
 
     print(f"-- asyncpg, {workers} consumer(s)", flush=True)
     return _harness.run_rounds(MODES, one, n_rounds)
@@ -173,7 +176,7 @@ def main() -> None:
     ]
     body = (
         f"{MESSAGES:,} messages per consumer per mode after a {WARMUP}-message warm-up,"
-        f" the modes alternating in chunks of {CHUNK} in an order rotated every chunk,"
+        f" the modes alternating in chunks of {CHUNK} in an order shuffled for every chunk,"
         f" {n_rounds} rounds; each ratio is taken within a round, median (min-max) shown."
         " Consumers are tasks of one event loop, each message one transaction on an"
         " `AsyncConnection`: `bare` runs an UPDATE and an INSERT; `guarded` runs the same"

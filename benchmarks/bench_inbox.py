@@ -3,9 +3,10 @@
 The mutation is one UPDATE and one INSERT in a transaction on a Core
 connection. Each round runs, with N worker processes in parallel, every mode
 on ``BENCH_MESSAGES`` messages per worker, the modes alternating in chunks of
-``CHUNK`` messages in an order rotated every chunk
-(:func:`benchmarks._harness.rotate`), so a drift of the shared machine (a
-checkpoint, another process) weighs on every mode alike; all workers run the
+``CHUNK`` messages in an order shuffled afresh for every chunk
+(:func:`benchmarks._harness.shuffled_orders`), so a drift of the shared
+machine (a checkpoint, another process) weighs on every mode alike and no
+mode always runs after the same other; all workers run the
 same mode's chunk at once (a barrier before and after each chunk):
 
 - ``bare``: the mutation alone;
@@ -102,7 +103,9 @@ def _run_mode(engine: Engine, inbox: Inbox, mode: str, ids: list[str], worker: i
                     conn.execute(ledger.insert().values(command_id=cid, amount=1))
 
 
-def _worker(url: str, base: str, order: list[str], worker: int, barrier: Any, queue: Any) -> None:
+def _worker(
+    url: str, base: str, orders: list[list[str]], worker: int, barrier: Any, queue: Any
+) -> None:
     engine = create_engine(url, pool_size=1)
     inboxes = {
         mode: Inbox(engine, retention=RETENTION, table_prefix=_prefix(base, mode)) for mode in MODES
@@ -116,9 +119,9 @@ def _worker(url: str, base: str, order: list[str], worker: int, barrier: Any, qu
         if mode == "duplicate":
             warm = ids["duplicate"][:WARMUP]
         _run_mode(engine, inboxes[mode], mode, warm, worker)
-    timings = dict.fromkeys(order, 0.0)
+    timings = dict.fromkeys(MODES, 0.0)
     for k, first in enumerate(range(0, MESSAGES, CHUNK)):
-        for mode in _harness.rotate(order, k):
+        for mode in orders[k]:  # the same order in every worker: a barrier per chunk
             chunk = ids[mode][first : first + CHUNK]
             barrier.wait()
             start = time.perf_counter()
@@ -129,14 +132,16 @@ def _worker(url: str, base: str, order: list[str], worker: int, barrier: Any, qu
     engine.dispose()
 
 
-def _round(url: str, workers: int, order: list[str]) -> dict[str, float]:
-    """One round in ``order``: each mode's wall time for the slowest worker."""
+def _round(url: str, workers: int, order: list[str], i: int) -> dict[str, float]:
+    """Round ``i``: each mode's wall time for the slowest worker, the modes in
+    an order shuffled for every chunk (from ``order``, seeded by ``i``)."""
+    orders = _harness.shuffled_orders(order, -(-MESSAGES // CHUNK), i)
     base = f"b{uuid.uuid4().hex[:6]}"
     _setup(url, base, workers)
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
     procs = [
-        ctx.Process(target=_worker, args=(url, base, order, w, barrier, queue))
+        ctx.Process(target=_worker, args=(url, base, orders, w, barrier, queue))
         for w in range(workers)
     ]
     for p in procs:
@@ -149,7 +154,7 @@ def _round(url: str, workers: int, order: list[str]) -> dict[str, float]:
 
 def _measure(url: str, workers: int, n_rounds: int) -> list[dict[str, float]]:
     print(f"-- {url.split('://', maxsplit=1)[0]}, {workers} worker(s)", flush=True)
-    return _harness.run_rounds(MODES, lambda order, _i: _round(url, workers, order), n_rounds)
+    return _harness.run_rounds(MODES, lambda order, i: _round(url, workers, order, i), n_rounds)
 
 
 def _row(label: str, workers: int, rounds: list[dict[str, float]]) -> list[object]:
@@ -234,7 +239,7 @@ def main() -> None:
     body = (
         f"{MESSAGES:,} messages per worker per mode after a {WARMUP}-message warm-up,"
         f" {n_rounds} rounds, the modes alternating in chunks of {CHUNK} in an order"
-        " rotated every chunk (all workers on the same mode at once); every mode writes"
+        " shuffled for every chunk (all workers on the same mode at once); every mode writes"
         " tables of its own, created empty for the round and warmed up alike. Each ratio"
         " is taken within a round (the slowest worker's time, summed over its chunks),"
         " median (min-max) shown."
