@@ -13,6 +13,10 @@ Features:
   A timeout fails the statement (SQLSTATE 55P03), which aborts the
   transaction: the whole batch is refused as in progress.
 - results: one ``UPDATE ... FROM unnest(...)`` for every fresh entry's result.
+- a batch of one command, and a single result, take the single claim's
+  statements (:class:`~.inbox.PostgresqlDialect`): the same row, lock bound
+  and restore of the caller's ``lock_timeout``, without the arrays and the
+  ``LATERAL`` lookups (``python -m benchmarks batch``, batch size 1).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy import Boolean, bindparam, column
 
 from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.inbox import Claim, Step, Steps
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
@@ -48,6 +53,7 @@ class PostgresqlBatch(BatchStatements):
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
+        self._one = PostgresqlDialect(tables, lock_timeout)
         self._claim = (
             table_text(_claim_sql(lock_timeout), inbox=tables.inbox)
             .bindparams(
@@ -89,7 +95,12 @@ class PostgresqlBatch(BatchStatements):
         self, shared: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     ) -> Steps[dict[str, Claim]]:
         """One statement: fresh rows, stored rows, and (with a lock timeout)
-        one last row that puts the caller's setting back."""
+        one last row that puts the caller's setting back. A batch of one takes
+        the single claim (a second read only after a lost race)."""
+        if len(rows) == 1:
+            key = rows[0]["command_id"]
+            one = yield from self._one.attempt({**shared, **rows[0]})
+            return {} if one is None else {key: one}
         params = {
             **shared,
             "ids": [r["command_id"] for r in rows],
@@ -110,7 +121,11 @@ class PostgresqlBatch(BatchStatements):
         return self._read_any, {"consumer": consumer, "ids": list(keys)}
 
     def store_results(self, consumer: str, results: Sequence[tuple[str, str]]) -> list[Step]:
-        """One ``UPDATE ... FROM unnest``."""
+        """One ``UPDATE ... FROM unnest``; one result, the single guard's ``UPDATE``."""
+        if len(results) == 1:
+            [(command_id, result)] = results
+            one = {"new_result": result, "key_consumer": consumer, "key_command_id": command_id}
+            return [(self._one.store_result_stmt, one)]
         params = {
             "consumer": consumer,
             "ids": [k for k, _ in results],
