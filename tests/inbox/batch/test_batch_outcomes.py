@@ -65,6 +65,30 @@ def test_bt1_fresh_duplicate_and_mismatch_in_one_batch(setup: Setup) -> None:
     assert record.occurrences == 2
 
 
+def test_bt1_a_batch_of_one_decides_as_a_larger_batch(setup: Setup) -> None:
+    """A batch of one command (PostgreSQL claims it with the single claim's
+    statement): fresh with its result stored, then a duplicate with that
+    result, then a mismatch refused and quarantined without raising."""
+    s = setup
+    for expected in ("fresh", "duplicate"):
+        with Session(s.engine) as session, session.begin():
+            with s.inbox.guard_batch(session, consumer="c", commands=[("a", {"n": 1})]) as batch:
+                assert [e.outcome for e in batch] == [expected]
+                if expected == "duplicate":
+                    assert batch[0].result == {"applied": "a"}
+                _apply_fresh(s, session, batch.fresh)
+    with Session(s.engine) as session, session.begin():
+        with s.inbox.guard_batch(session, consumer="c", commands=[("a", {"n": 2})]) as batch:
+            assert [e.outcome for e in batch] == ["refused"]
+            assert isinstance(batch[0].error, PayloadMismatchError)
+    assert s.ledger_ids() == ["a"]
+    found = s.inbox.lookup("c", "a")
+    assert found is not None
+    assert found.result == {"applied": "a"}
+    [record] = s.inbox.quarantined()
+    assert (record.command_id, record.reason) == ("a", QuarantineReason.PAYLOAD_MISMATCH)
+
+
 def test_bt2_quarantine_survives_the_callers_rollback(setup: Setup) -> None:
     """The block fails: the fresh claims roll back with it (they are fresh
     again on redelivery), the mismatch's quarantine record stays."""

@@ -105,13 +105,14 @@ def test_bt10_overlapping_batches_apply_each_command_once(
     engine.dispose()
 
 
-def test_bt11_a_lock_timeout_refuses_the_whole_batch(setup: Setup) -> None:
+@pytest.mark.parametrize("names", [("free", "held"), ("held",)], ids=["two", "one"])
+def test_bt11_a_lock_timeout_refuses_the_whole_batch(setup: Setup, names: tuple[str, ...]) -> None:
     """A command of the batch held by another open transaction past
     ``lock_timeout``: the batch raises a retryable InProgressError and
     nothing of it commits; once the holder rolls back, the same batch claims
-    every command."""
+    every command. A batch of one takes the single claim on PostgreSQL."""
     s = setup
-    commands = [("free", {}), ("held", {})]
+    commands = [(name, {}) for name in names]
     with Session(s.engine) as holder:
         with s.inbox.guard(holder, consumer="c", command_id="held", payload={}):
             pass
@@ -122,10 +123,11 @@ def test_bt11_a_lock_timeout_refuses_the_whole_batch(setup: Setup) -> None:
         assert raised.value.retryable
         assert time.monotonic() - started < 4
         holder.rollback()
-    assert s.inbox.lookup("c", "free") is None
+    assert [s.inbox.lookup("c", name) for name in names] == [None] * len(names)
     with Session(s.engine) as session, session.begin():
         with s.inbox.guard_batch(session, consumer="c", commands=commands) as batch:
-            assert [e.outcome for e in batch] == ["fresh", "fresh"]
+            assert [e.outcome for e in batch] == ["fresh"] * len(names)
+    assert all(s.inbox.lookup("c", name) is not None for name in names)
 
 
 def test_bt11_postgresql_lock_timeout_is_put_back(pg_url: str, prefix: str) -> None:
