@@ -366,7 +366,7 @@ the rounds, ratios the median of per-round ratios (min-max).
 
 The guard's target is 1.05 of the floor. With no inboxguard Python at all,
 the claim the package sends costs {now_floor} of the floor transaction, the
-claim before this change {before_floor}, and the split claim {split_floor}.
+claim it sent until 2026-12-01 {before_floor}, and the split claim {split_floor}.
 Writing the evidence row alone (its six columns, its key and its expiry
 index, with none of the claim's logic) costs {row_floor}: the row the
 guarantees need uses that much of the 1.05 allowance before the claim's
