@@ -67,3 +67,19 @@ def test_claim_of_a_vanishing_row_is_bounded(engine: Engine, inbox: Inbox) -> No
     assert len(seen) == CLAIM_ATTEMPTS
     assert is_retryable(info.value)
     assert (info.value.consumer, info.value.command_id) == ("c", "cmd")
+
+
+def test_batch_of_one_whose_row_vanishes_is_bounded(engine: Engine, inbox: Inbox) -> None:
+    """A batch of one (PostgreSQL: the single claim's statement) whose row
+    vanishes on every insert reads and claims again, then raises a clear,
+    retryable InProgressError; nothing runs and nothing is kept."""
+    seen = _vanish_on_each_insert(engine, inbox)
+    with engine.connect() as conn, conn.begin():
+        with (
+            pytest.raises(InProgressError, match="deleted between") as info,
+            inbox.guard_batch(conn, consumer="c", commands=[("cmd", {})]),
+        ):
+            pytest.fail("the block must not run")
+    assert len(seen) == CLAIM_ATTEMPTS
+    assert is_retryable(info.value)
+    assert (info.value.consumer, info.value.command_id) == ("c", "cmd")
