@@ -6,7 +6,9 @@ schema creation and the start-up checks); the guard writes through the
 AsyncEngine's sessions. ``INBOXGUARD_HANG_IN_BODY`` and
 ``INBOXGUARD_HANG_BEFORE_ACK`` (see ``integrations/payments.py``) stop it at a
 known point for the kill tests; ``INBOXGUARD_DELIVERY_LOG`` records each
-delivery (``ID`` when it starts, ``+ID`` once settled).
+delivery (``ID`` when it starts, ``+ID`` once settled) and then also logs, on
+JetStream, where each delivery sits in the stream and how many times the
+broker has delivered it (``delivery ID stream_seq=... num_delivered=...``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import inboxguard
 from inboxguard.adapters.faststream import InboxMiddleware
 from integrations.faststream.brokers import make_broker, subscribe
 from integrations.payments import RETENTION, Config, async_url, hang, payments_table
+
+logger = logging.getLogger(__name__)
 
 
 def build(config: Config) -> tuple[FastStream, InboxMiddleware]:
@@ -84,6 +88,9 @@ def _delivery_log(config: Config) -> Any:
             if not path:
                 return await call_next(msg)
             cid = _command_id(msg.body)
+            position = _stream_position(msg)
+            if position:
+                logger.info("delivery %s %s", cid, position)
             with open(path, "a") as log:
                 log.write(f"{cid}\n")
             try:
@@ -93,6 +100,15 @@ def _delivery_log(config: Config) -> Any:
                     log.write(f"+{cid}\n")
 
     return DeliveryLog
+
+
+def _stream_position(msg: Any) -> str:
+    """A JetStream delivery's stream sequence and delivery count, else ``""``."""
+    try:
+        meta = msg.raw_message.metadata
+        return f"stream_seq={meta.sequence.stream} num_delivered={meta.num_delivered}"
+    except Exception:  # not JetStream: no such metadata
+        return ""
 
 
 def _command_id(raw: Any) -> str:
@@ -105,6 +121,7 @@ def _command_id(raw: Any) -> str:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
+    logger.setLevel(logging.INFO)  # the JetStream delivery lines, with a delivery log
     app, _ = build(Config())
     asyncio.run(app.run())
 
