@@ -28,7 +28,7 @@ from inboxguard.errors import (
 )
 from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry
-from inboxguard.sql.dialects import Claim
+from inboxguard.sql.dialects import Claim, Dialect
 
 __all__ = [
     "Delivery",
@@ -186,11 +186,8 @@ def result_params(delivery: Delivery, entry: InboxEntry) -> dict[str, Any]:
     Raises:
         PayloadEncodingError: the result has no canonical encoding.
     """
-    return {
-        "key_consumer": delivery.consumer,
-        "key_command_id": delivery.command_id,
-        "new_result": canonical_json(entry.result, root="result"),
-    }
+    result_json = canonical_json(entry.result, root="result")
+    return Dialect.store_result_params(delivery.consumer, delivery.command_id, result_json)
 
 
 def busy_error(delivery: Delivery) -> InProgressError:

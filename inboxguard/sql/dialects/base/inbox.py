@@ -94,6 +94,11 @@ class Dialect(ABC):
             self._where_pk
         )
 
+    @staticmethod
+    def store_result_params(consumer: str, command_id: str, result_json: str) -> dict[str, str]:
+        """The parameters of :attr:`store_result_stmt` (every dialect's binds)."""
+        return {"key_consumer": consumer, "key_command_id": command_id, "new_result": result_json}
+
     def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
         """Insert the evidence row if absent, else return what is stored.
 

@@ -124,7 +124,7 @@ class PostgresqlBatch(BatchStatements):
         """One ``UPDATE ... FROM unnest``; one result, the single guard's ``UPDATE``."""
         if len(results) == 1:
             [(command_id, result)] = results
-            one = {"new_result": result, "key_consumer": consumer, "key_command_id": command_id}
+            one = self._one.store_result_params(consumer, command_id, result)
             return [(self._one.store_result_stmt, one)]
         params = {
             "consumer": consumer,
