@@ -153,6 +153,32 @@ def test_bt9_batches_stay_in_their_tenant_schema(
     assert inbox.lookup("billing", "inv-1") is None
 
 
+def test_bt9_a_batch_of_one_stays_in_its_tenant_schema(
+    tenants: Tenants,  # noqa: F811 - the fixture imported above
+    prefix: str,
+    clock: FakeClock,
+) -> None:
+    """A batch of one (on PostgreSQL, the single claim and result store, which a
+    tenant's schema map sends through SQLAlchemy): its claim and its result go
+    to the caller's tenant, a repeat is a duplicate there only."""
+    boxes = _inboxes(tenants, prefix, clock)
+    inbox = boxes[None]
+    for tenant in tenants.names:
+        outcomes = []
+        for _ in range(2):
+            with tenants.conn_of(tenants.engine, tenant) as conn, conn.begin():
+                cmds = [("solo", {"n": 1})]
+                with inbox.guard_batch(conn, consumer="billing", commands=cmds) as batch:
+                    outcomes.append(batch[0].outcome)
+                    if batch.fresh:
+                        batch[0].result = {"tenant": tenant}
+                    else:
+                        assert batch[0].result == {"tenant": tenant}
+        assert outcomes == ["fresh", "duplicate"]
+        assert boxes[tenant].lookup("billing", "solo").result == {"tenant": tenant}  # type: ignore[union-attr]
+    assert inbox.lookup("billing", "solo") is None
+
+
 def test_bt9_missing_tables_name_create_schema(engine: Engine, prefix: str, tmp_path: Path) -> None:
     """A database without the inbox tables is refused with the fix named."""
     inbox = Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
