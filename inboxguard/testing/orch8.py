@@ -13,7 +13,8 @@ v0.7.1 (the release that SDK speaks):
   accepted only from the worker that holds the claim; anyone else gets 404.
 * a retryable ``fail`` ends the task and, while attempts remain, creates a
   new task for the same step (new ``id``, ``attempt + 1``); a non-retryable
-  one, or the last attempt, fails the step.
+  one, or the last attempt, fails the step; the new task is offered after
+  ``retry_backoff`` (or at once after :meth:`release_retries`).
 * ``claim_epoch=True`` switches to the engine's unreleased main: each claim
   carries a ``claim_epoch``, and a stale completion, failure or heartbeat is
   answered 409 (``conflict: worker task lease changed``) instead of 404.
@@ -49,6 +50,10 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _at(task: dict[str, Any]) -> dt.datetime:
+    return dt.datetime.fromisoformat(task["available_at"])
+
+
 class StandInEngine:
     """An in-memory Orch8 worker API on 127.0.0.1 (see the module doc).
 
@@ -58,6 +63,7 @@ class StandInEngine:
         reap_after: how long a claimed task may stay quiet (no heartbeat)
             before the reaper re-offers it.
         max_attempts: attempts a step gets (the block's retry policy).
+        retry_backoff: how long a retry waits before it is offered.
         clock: zero-argument callable returning an aware datetime.
     """
 
@@ -67,11 +73,13 @@ class StandInEngine:
         claim_epoch: bool = False,
         reap_after: dt.timedelta = dt.timedelta(seconds=60),
         max_attempts: int = 3,
+        retry_backoff: dt.timedelta = dt.timedelta(0),
         clock: Callable[[], dt.datetime] | None = None,
     ) -> None:
         self.claim_epoch = claim_epoch
         self.reap_after = reap_after
         self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
         self.clock = clock or _utc_now
         #: Requests answered, by ``(action, status)``: ``("complete", 404)``.
         self.calls: Counter[tuple[str, int]] = Counter()
@@ -187,6 +195,19 @@ class StandInEngine:
                 t["heartbeat_at"] = stale.isoformat()
             return [str(t["id"]) for t in hit]
 
+    def release_retries(self) -> list[str]:
+        """Offer every retry still waiting out ``retry_backoff`` at once; return their IDs."""
+        with self._lock:
+            now = self.clock().isoformat()
+            due = [
+                t
+                for t in self._tasks.values()
+                if t["state"] == "pending" and t["available_at"] > now
+            ]
+            for t in due:
+                t["available_at"] = now
+            return [str(t["id"]) for t in due]
+
     def lose_next(self, action: str, times: int = 1) -> None:
         """Answer the next ``times`` ``action`` requests (``complete``, ``fail``,
         ``heartbeat``) with 503 before applying them: the request is lost."""
@@ -195,7 +216,8 @@ class StandInEngine:
 
     # -- the protocol ---------------------------------------------------------------------
 
-    def _new_task(self, **fields: Any) -> dict[str, Any]:
+    def _new_task(self, delay: dt.timedelta = dt.timedelta(0), **fields: Any) -> dict[str, Any]:
+        now = self.clock()
         task = {
             "id": str(uuid.uuid4()),
             "queue_name": None,
@@ -207,7 +229,8 @@ class StandInEngine:
             "output": None,
             "error_message": None,
             "error_retryable": None,
-            "created_at": self.clock().isoformat(),
+            "created_at": now.isoformat(),
+            "available_at": (now + delay).isoformat(),
             "claim_epoch": 0,
             **fields,
         }
@@ -248,7 +271,8 @@ class StandInEngine:
             for task in self._tasks.values():
                 if len(claimed) >= int(body.get("limit", 1)):
                     break
-                if task["state"] == "pending" and task["handler_name"] == body["handler_name"]:
+                offered = task["state"] == "pending" and _at(task) <= now
+                if offered and task["handler_name"] == body["handler_name"]:
                     task.update(
                         state="claimed",
                         worker_id=body["worker_id"],
@@ -304,6 +328,7 @@ class StandInEngine:
         )
         if retryable and task["attempt"] + 1 < self.max_attempts:
             self._new_task(
+                self.retry_backoff,
                 handler_name=task["handler_name"],
                 instance_id=task["instance_id"],
                 block_id=task["block_id"],

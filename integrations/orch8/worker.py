@@ -42,6 +42,11 @@ REAPER_WINDOW = dt.timedelta(minutes=5)
 
 #: What only we know of the handler's guarantee table (the rest is derived).
 TERMINAL_STATES = ("completed (one payment row, one charge)", "failed (quarantined)")
+LOST_COMPLETION = (
+    "step S commits and charges, and its completion is lost or refused as stale; the"
+    " engine offers the task again (the reaper) and that run is a duplicate: it completes"
+    " with the stored result, and the provider is not called again"
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,10 @@ def build(
         retry_window=RETRY_WINDOW,
         reaper_window=REAPER_WINDOW,
         guarantee=inboxguard.Guarantee(
-            provider=provider, ledger=ledger, terminal_states=TERMINAL_STATES
+            provider=provider,
+            ledger=ledger,
+            terminal_states=TERMINAL_STATES,
+            lost_ack_example=LOST_COMPLETION,
         ),
     )
     return App(config, inbox, ledger, engine, {"charge_order": handler})

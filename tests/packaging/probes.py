@@ -103,6 +103,40 @@ seen = []
 asyncio.run(main())
 """
 
+ORCH8 = """
+import asyncio, datetime as dt
+from orch8 import Orch8Client
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+import inboxguard
+from inboxguard.adapters.orch8 import InboxWorker, guarded
+from inboxguard.testing.orch8 import StandInEngine
+
+async def handler(task):
+    return {"done": task.params["n"]}
+
+async def main():
+    inbox = inboxguard.Inbox(create_engine("sqlite:///probe.db"), retention=dt.timedelta(days=1))
+    inbox.create_schema()
+    engine = create_async_engine("sqlite+aiosqlite:///probe.db")
+    task = guarded(handler, inbox, consumer="probe", session_factory=async_sessionmaker(engine),
+                   retry_window=dt.timedelta(hours=1), reaper_window=dt.timedelta(minutes=1))
+    with StandInEngine() as standin:
+        standin.add_task("h", instance_id="i", params={"n": 1})
+        async with Orch8Client(standin.url) as client:
+            worker = InboxWorker(client, "w", {"h": task}, poll_interval=0.02)
+            running = asyncio.create_task(worker.start())
+            async with asyncio.timeout(60):
+                while standin.step_state("i") != "completed":
+                    await asyncio.sleep(0.02)
+            await worker.stop()
+            running.cancel()
+        assert standin.tasks("i")[0]["output"] == {"done": 1}
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
 FASTSTREAM = """
 import asyncio, datetime as dt, os
 from faststream.nats import NatsBroker
@@ -177,6 +211,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "asyncio": ((ASYNCIO,), ("rabbitmq",)),
     "migrations": ((MIGRATIONS,), ()),
     "faststream": ((FASTSTREAM,), ("rabbitmq", "redis", "nats")),
+    "orch8": ((ORCH8,), ()),
     "all": (
         (
             POSTGRESQL,
@@ -190,6 +225,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             MIGRATIONS,
             DJANGO,
             FASTSTREAM,
+            ORCH8,
         ),
         ("postgresql", "mysql", "redis", "rabbitmq", "nats"),
     ),

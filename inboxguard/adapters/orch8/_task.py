@@ -26,7 +26,7 @@ from inboxguard.adapters._evidence import (
     record_refusal,
     record_refusal_async,
 )
-from inboxguard.adapters._outcome import log_refusal, log_requeued, outcome_of
+from inboxguard.adapters._outcome import log_requeued, outcome_of
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.errors import InvalidCommandError
@@ -192,7 +192,9 @@ class GuardedTask:
             log_requeued(logger, error, f"task {refused.message_id}")
             return True
         if outcome.refused:
-            log_refusal(logger, error, dict(refused.details))
+            logger.warning(
+                "task %s refused (quarantined): %s; failed for good", refused.message_id, error
+            )
             return False
         if outcome.retried:
             return True

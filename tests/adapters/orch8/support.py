@@ -98,12 +98,19 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = DEADL
 
 @asynccontextmanager
 async def rig(
-    pg_url: str, *, claim_epoch: bool = False, max_attempts: int = 3, **provider: Any
+    pg_url: str,
+    *,
+    claim_epoch: bool = False,
+    max_attempts: int = 3,
+    retry_backoff: dt.timedelta = dt.timedelta(0),
+    **provider: Any,
 ) -> AsyncIterator[Rig]:
     """The rig on its own table prefix, the stand-in serving; torn down on exit."""
     clock = ManualClock(utc_now())
     fake = FakeProvider(clock=clock, **provider)
-    with StandInEngine(claim_epoch=claim_epoch, max_attempts=max_attempts) as standin:
+    with StandInEngine(
+        claim_epoch=claim_epoch, max_attempts=max_attempts, retry_backoff=retry_backoff
+    ) as standin:
         config = replace(
             Config(),
             engine_url=standin.url,

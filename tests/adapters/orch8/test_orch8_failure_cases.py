@@ -151,13 +151,15 @@ def test_or4_retry_after_the_providers_idempotency_window(pg_url: str) -> None:
 
     async def scenario() -> None:
         window = dt.timedelta(hours=1)
-        async with rig(pg_url, window=window, lookup=False) as r:
+        # the engine holds the retry back until the test releases it
+        async with rig(pg_url, window=window, lookup=False, retry_backoff=window) as r:
             r.provider.fail_next("accept_then_timeout")
             instance = r.step()
             async with r.worker():
                 await until(lambda: r.calls("fail", 200) == 1, "the first attempt's fail")
             assert r.standin.tasks(instance, "charge")[0]["error_retryable"] is True
             r.clock.advance(window + dt.timedelta(minutes=1))
+            r.standin.release_retries()
             async with r.worker("worker-2"):
                 await until(lambda: r.last(instance)["state"] == "failed", "the second attempt")
             tasks = r.standin.tasks(instance, "charge")
