@@ -15,9 +15,11 @@ v0.7.1 (the release that SDK speaks):
   new task for the same step (new ``id``, ``attempt + 1``); a non-retryable
   one, or the last attempt, fails the step; the new task is offered after
   ``retry_backoff`` (or at once after :meth:`release_retries`).
-* ``claim_epoch=True`` switches to the engine's unreleased main: each claim
-  carries a ``claim_epoch``, and a stale completion, failure or heartbeat is
-  answered 409 (``conflict: worker task lease changed``) instead of 404.
+* ``claim_epoch=True`` gives the answer of the engine's unreleased main: each
+  claim carries a ``claim_epoch``, and a stale completion, failure or
+  heartbeat is answered 409 (``conflict: worker task lease changed``) instead
+  of 404. Only that answer: a request without an epoch (SDK 0.2.0 sends
+  none) is still checked by ``worker_id``, where main requires the epoch.
 
 It proves code against the protocol, not against the engine. It binds
 127.0.0.1 on a free port. Time comes from ``clock`` (a

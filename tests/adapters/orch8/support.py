@@ -103,6 +103,7 @@ async def rig(
     claim_epoch: bool = False,
     max_attempts: int = 3,
     retry_backoff: dt.timedelta = dt.timedelta(0),
+    lock_timeout: dt.timedelta = dt.timedelta(milliseconds=500),
     **provider: Any,
 ) -> AsyncIterator[Rig]:
     """The rig on its own table prefix, the stand-in serving; torn down on exit."""
@@ -118,7 +119,7 @@ async def rig(
             prefix=unique("o8_"),
             poll_interval=0.02,
         )
-        app = build(config, fake, clock=clock, lock_timeout=dt.timedelta(milliseconds=500))
+        app = build(config, fake, clock=clock, lock_timeout=lock_timeout)
         try:
             yield Rig(app, standin, fake, clock)
         finally:

@@ -143,6 +143,49 @@ def test_or3_lease_expires_while_the_first_worker_still_runs(
     asyncio.run(scenario())
 
 
+def test_or3_a_restarted_worker_reusing_its_worker_id(pg_url: str) -> None:
+    """OR3: on v0.7.1 a restarted worker that reuses its ``worker_id`` claims
+    the task again, and the engine cannot tell its runs apart: the stalled
+    first run's late completion is accepted. The inbox makes that harmless:
+    the second run waits on the first's claim, sees a duplicate and sends the
+    same stored result (refused, as the task is completed); nothing is failed
+    and the provider is called once."""
+
+    async def scenario() -> None:
+        async with rig(pg_url, lock_timeout=dt.timedelta(seconds=20)) as r:
+            stalled, release = threading.Event(), threading.Event()
+
+            def stall(key: str) -> None:
+                stalled.set()
+                release.wait(30)
+
+            r.provider.after_apply = stall
+            instance = r.step()
+            async with r.worker("worker-1", max_concurrent=1):
+                await until(stalled.is_set, "the first run inside the provider call")
+                first = r.last(instance)
+                r.standin.expire(first["id"])
+                async with r.worker("worker-1"):  # the same worker, restarted
+                    await until(
+                        lambda: r.standin.task(first["id"])["claim_epoch"] == 2, "the new claim"
+                    )
+                    r.provider.after_apply = None
+                    release.set()
+                    await until(lambda: r.calls("complete", 404) == 1, "the second completion")
+            (task,) = r.standin.tasks(instance, "charge")
+            assert task["state"] == "completed"
+            assert r.calls("complete", 200) == 1  # the first run's, accepted though stale
+            assert r.calls("fail", 200, 404) == 0
+            assert (r.provider.requests, r.provider.effects) == (1, 1)
+            assert r.payments(instance) == 1
+            record = r.app.ledger.get(r.key(instance))
+            assert record is not None
+            assert record.receipt is not None
+            assert task["output"]["charge"] == record.receipt.reference
+
+    asyncio.run(scenario())
+
+
 def test_or4_retry_after_the_providers_idempotency_window(pg_url: str) -> None:
     """OR4: the charge's answer is lost; the engine's retry comes after the
     provider's idempotency window, and the provider has no lookup. Nothing is
