@@ -1,7 +1,8 @@
 """Orch8 external workers: a task handler run once per step, on ``orch8-io-sdk``.
 
 :func:`guarded` wraps a handler; :class:`InboxWorker` (the SDK's polling
-worker) runs it and settles each task itself:
+worker) runs it and settles each task itself (the SDK's own ``Orch8Worker``
+is refused: a guarded handler it calls raises ``ConfigurationError``):
 
 =====================================  =============================================
 guard outcome                          what the worker sends the engine
@@ -78,8 +79,8 @@ def guarded(  # noqa: PLR0913 - one setting per argument
 
     With ``session_factory`` (an ``async_sessionmaker``) the handler is a
     coroutine function ``handler(task)`` run in an ``AsyncSession``; with
-    ``sync_session_factory`` (a ``sessionmaker``, or the Django store's
-    factory) it is a plain function run in a thread. It reaches its session
+    ``sync_session_factory`` (a ``sessionmaker``) it is a plain function run
+    in a thread. It reaches its session
     with :func:`inboxguard.current_session`; its return value (JSON) is
     stored and is the task's output.
 

@@ -29,7 +29,7 @@ from inboxguard.adapters._evidence import (
 from inboxguard.adapters._outcome import log_requeued, outcome_of
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
-from inboxguard.errors import InvalidCommandError
+from inboxguard.errors import ConfigurationError, InvalidCommandError
 
 __all__ = ["STALE_STATUSES", "GuardedTask", "IdSpec", "step_id"]
 
@@ -103,7 +103,7 @@ class GuardedTask:
             " Orch8Worker fails a task whose completion was lost, after its changes"
             " committed; run it with inboxguard.adapters.orch8.InboxWorker"
         )
-        raise RuntimeError(msg)
+        raise ConfigurationError(msg)
 
     async def run(
         self, task: WorkerTask, client: Orch8Client, worker_id: str, heartbeat_interval: float

@@ -86,7 +86,7 @@ def test_or6_payload_mismatch_fails_the_task_for_good(pg_url: str) -> None:
             _add(r, "h", {"amount": 2}, instance)
             tasks = lambda: r.standin.tasks(instance, "b")  # noqa: E731
             settled = lambda: [t["state"] for t in tasks()] == ["completed", "failed"]  # noqa: E731
-            await _run(r, {"h": handler}, settled)
+            await _run(r, {"h": handler}, settled, max_concurrent=1)  # one task, then the next
             first, second = tasks()
             assert first["state"] == "completed"
             assert first["output"] == {"ran": first["id"]}
