@@ -18,6 +18,9 @@ from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard.adapters.orch8 import InboxWorker, guarded
+from inboxguard.adapters.orch8._task import _heartbeats
+from inboxguard.guarantees import contradictions_of, guarantees_markdown, guarantees_of
+from inboxguard.testing.orch8 import StandInEngine
 from integrations.payments import payments_table
 from tests.adapters.orch8.support import Rig, rig, until
 from tests.conftest import unique
@@ -237,5 +240,42 @@ def test_or11_sync_sessions_keep_the_same_contract(pg_url: str) -> None:
             assert len(runs) == 1
             assert r.payments(instance) == 1
             assert r.calls("fail", 200, 404, 409) == 0
+
+    asyncio.run(scenario())
+
+
+def test_or9_a_heartbeat_refused_as_stale_stops_the_heartbeats() -> None:
+    """OR9: once the engine answers a heartbeat 404 (another worker holds the
+    task now), the adapter stops heartbeating for that run instead of
+    hammering the engine."""
+
+    async def scenario() -> None:
+        with StandInEngine() as standin:
+            standin.add_task("h")
+            async with Orch8Client(standin.url) as client:
+                (task,) = await client.poll_tasks("h", "w1")
+                standin.expire()
+                assert len(await client.poll_tasks("h", "w2")) == 1
+                await asyncio.wait_for(_heartbeats(client, task, "w1", 0.01), 30)
+            assert standin.calls[("heartbeat", 404)] == 1
+            assert standin.calls[("heartbeat", 200)] == 0
+
+    asyncio.run(scenario())
+
+
+def test_the_reference_workers_guarantee_table(pg_url: str) -> None:
+    """The reference worker's guarantee table is derived without a
+    contradiction: at-least-once delivery, the step identity, both declared
+    windows inside the horizon, the ledger and the provider's window."""
+
+    async def scenario() -> None:
+        async with rig(pg_url) as r:
+            assert contradictions_of(r.app.inbox) == []
+            (table,) = guarantees_of(r.app.inbox)
+            text = guarantees_markdown([table])
+            assert "at least once: the engine offers a task again" in text
+            assert "step identity (instance_id/block_id)" in text
+            assert "orch8_retry_window 1d, orch8_reaper_window 5m" in text
+            assert "the stored result" in text  # the declared lost-completion example
 
     asyncio.run(scenario())
