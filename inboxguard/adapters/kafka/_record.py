@@ -25,7 +25,7 @@ from typing import Any
 from inboxguard._core import headers as _headers
 from inboxguard._core.identity import as_id
 from inboxguard.adapters._delivery import COMMAND_ID_HEADER, Delivery, id_getter, parse_sent_at
-from inboxguard.errors import ConfigurationError
+from inboxguard.errors import ConfigurationError, InvalidCommandError
 
 __all__ = ["RecordId", "details_of", "headers_of", "id_of", "position_of", "sent_time_of"]
 
@@ -52,7 +52,9 @@ def id_of(spec: RecordId) -> Callable[[Any, Any, Mapping[str, Any]], str]:
     if callable(spec):
         fn = spec
         return lambda record, _body, _headers: as_id(fn(record))
-    if spec is None or isinstance(spec, str):
+    if spec is None:
+        return lambda _record, _body, headers: _header_id(headers)
+    if isinstance(spec, str):
         get = id_getter(spec)
         return lambda _record, body, headers: as_id(get(Delivery(body, headers)))
     msg = (
@@ -62,6 +64,18 @@ def id_of(spec: RecordId) -> Callable[[Any, Any, Mapping[str, Any]], str]:
         " not a command)"
     )
     raise ConfigurationError(msg)
+
+
+def _header_id(headers: Mapping[str, Any]) -> str:
+    value = headers.get(COMMAND_ID_HEADER)
+    if value is None:
+        msg = (
+            f"the record has no {COMMAND_ID_HEADER} header (the outbox's dispatcher stamps"
+            " it); relay it through the outbox, or pass command_id= (a body field, or a"
+            " callable over the ConsumerRecord) to take the ID from elsewhere"
+        )
+        raise InvalidCommandError(msg)
+    return str(as_id(value))
 
 
 def sent_time_of(record: Any, headers: Mapping[str, Any]) -> dt.datetime | None:
