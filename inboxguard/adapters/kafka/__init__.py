@@ -33,8 +33,8 @@ from inboxguard.adapters._delivery import (
     DEFAULT_RETRY_DELAY,
     SENT_AT_HEADER,
 )
+from inboxguard.adapters._kafka_startup import DEFAULT_TOPIC_RETENTION
 from inboxguard.adapters.kafka._consumer import BatchHandler, GuardedConsumer, Handler
-from inboxguard.adapters.kafka._startup import DEFAULT_TOPIC_RETENTION
 
 __all__ = [
     "COMMAND_ID_HEADER",

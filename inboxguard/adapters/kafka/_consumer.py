@@ -21,18 +21,18 @@ from inboxguard import BatchCommand, Inbox, InboxBatch
 from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY
-from inboxguard.adapters._redelivery import Redelivery, Step
-from inboxguard.adapters._startup_checks import require_tables
-from inboxguard.adapters._transaction import transaction_async
-from inboxguard.adapters.kafka._attempt import Prepared, Reader
-from inboxguard.adapters.kafka._record import RecordId
-from inboxguard.adapters.kafka._startup import (
+from inboxguard.adapters._kafka_startup import (
     check_consumer,
     reset_of,
     reset_windows,
     retry_window,
     topic_retentions,
 )
+from inboxguard.adapters._redelivery import Redelivery, Step
+from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters._transaction import transaction_async
+from inboxguard.adapters.kafka._attempt import Prepared, Reader
+from inboxguard.adapters.kafka._record import RecordId
 from inboxguard.adapters.kafka._watermarks import Watermarks
 from inboxguard.errors import ConfigurationError
 

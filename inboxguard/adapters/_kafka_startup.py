@@ -1,4 +1,4 @@
-"""What a guarded Kafka consumer checks before it consumes.
+"""What a guarded Kafka consumer (aiokafka or FastStream) checks before it consumes.
 
 * Offsets are committed by the guard only: a consumer with
   ``enable_auto_commit=True`` would commit an offset on a timer, before its
@@ -19,6 +19,8 @@ when the retention is read.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -161,3 +163,14 @@ def _retention(topic: str, entries: list[Any]) -> tuple[dt.timedelta, str]:
     if ms < 0:
         return dt.timedelta.max, "retention.ms=-1: kept forever"
     return dt.timedelta(milliseconds=ms), f"retention.ms={ms}"
+
+
+def topic_retentions_blocking(
+    bootstrap_servers: str | Sequence[str], topics: Iterable[str]
+) -> dict[str, tuple[dt.timedelta, str]]:
+    """:func:`topic_retentions` from synchronous code, even inside a running
+    event loop (a start-up hook): on a thread of its own, with a deadline."""
+    names = list(topics)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="inboxguard-kafka") as pool:
+        future = pool.submit(asyncio.run, topic_retentions(bootstrap_servers, names))
+        return future.result(DESCRIBE_TIMEOUT * 2)
