@@ -61,8 +61,8 @@ def current_batch() -> InboxBatch:
 
 
 def is_batch(msg: Any) -> bool:
-    """True for the message of a Kafka batch subscriber (a tuple of records)."""
-    return isinstance(getattr(msg, "raw_message", None), tuple)
+    """True for the message of a Kafka batch subscriber (a sequence of records)."""
+    return isinstance(getattr(msg, "raw_message", None), tuple | list)
 
 
 @dataclass(frozen=True, slots=True)
