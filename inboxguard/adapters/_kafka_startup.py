@@ -39,6 +39,9 @@ __all__ = [
 
 #: Kafka's ``log.retention.hours`` default (168 h), assumed for a topic that sets none.
 DEFAULT_TOPIC_RETENTION = dt.timedelta(days=7)
+#: Kafka's error code for a topic that does not exist (yet).
+_UNKNOWN_TOPIC = 3
+_MISSING = "the topic does not exist yet: the broker default of 7 days assumed"
 #: Seconds the broker may take to describe the topics at start-up.
 DESCRIBE_TIMEOUT = 30.0
 
@@ -137,6 +140,9 @@ async def topic_retentions(
     found: dict[str, tuple[dt.timedelta, str]] = {}
     for response in responses:
         for error_code, error_message, _type, name, entries in _resources(response):
+            if error_code == _UNKNOWN_TOPIC:
+                found[name] = (DEFAULT_TOPIC_RETENTION, _MISSING)
+                continue
             if error_code:
                 msg = (
                     f"the broker could not describe topic {name!r} ({error_message}); the"

@@ -169,19 +169,15 @@ class GuardedConsumer:
         self.inbox.require_alignment(retry.source, **{retry.name: retry.length})
         if self.windows:
             self.inbox.require_alignment(f"{where}: windows=...", **self.windows)
+        retentions = await topic_retentions(self._bootstrap(), self.topics)
+        for window in reset_windows(where, reset_of(self.consumer), retentions):
+            self.inbox.require_alignment(window.source, **{window.name: window.length})
         listener = self.watermarks.listener() if self.watermarks else None
         if listener is None:
             self.consumer.subscribe(topics=self.topics)
         else:
             self.consumer.subscribe(topics=self.topics, listener=listener)
         await self.consumer.start()
-        try:
-            retentions = await topic_retentions(self._bootstrap(), self.topics)
-            for window in reset_windows(where, reset_of(self.consumer), retentions):
-                self.inbox.require_alignment(window.source, **{window.name: window.length})
-        except BaseException:
-            await self.consumer.stop()
-            raise
 
     @property
     def reader_delay(self) -> dt.timedelta:
