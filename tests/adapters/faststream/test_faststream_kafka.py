@@ -85,11 +85,19 @@ def guard_of(box: inboxguard.Inbox, pg_url: str, dlq: str | None, **options: Any
     ), engine
 
 
-async def committed(url: str, topic: str, group: str) -> int | None:
+async def committed(url: str, topic: str, group: str, expected: int, timeout: float = 30) -> int:
+    """The group's committed offset of partition 0 once it reaches ``expected``
+    (or whatever it is at the deadline)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=url, group_id=group, enable_auto_commit=False)
     await consumer.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     try:
-        return await consumer.committed(TopicPartition(topic, 0))  # type: ignore[no-any-return]
+        while True:
+            offset = await consumer.committed(TopicPartition(topic, 0))
+            if offset == expected or loop.time() > deadline:
+                return int(offset or 0)
+            await asyncio.sleep(0.1)
     finally:
         await consumer.stop()
 
@@ -141,6 +149,8 @@ def test_kf12_a_kafka_subscriber_applies_each_command_once_and_dead_letters_refu
                 lambda: len(box.quarantined("payments")) == 2,
             )
             dead = await read_topic(kafka_url, f"{topic}.dlq", 2, 30)
+            # 21 records, then the busy one and its two retry copies: all committed
+            offset = await committed(kafka_url, topic, group, 24)
         await engine.dispose()
         assert sorted(ran) == sorted(f"p-{i}" for i in range(10))
         assert payments(box.engine, box.table_prefix) == (10, 10)
@@ -150,8 +160,7 @@ def test_kf12_a_kafka_subscriber_applies_each_command_once_and_dead_letters_refu
         assert {"command_id": "p-1", "amount": 99} in dead
         reasons = {r.reason for r in box.quarantined("payments")}
         assert reasons == {QuarantineReason.PAYLOAD_MISMATCH, QuarantineReason.RETRIES_EXHAUSTED}
-        # 21 records, then the busy one and its two retry copies: all committed
-        assert await committed(kafka_url, topic, group) == 24
+        assert offset == 24
 
     asyncio.run(scenario())
 
@@ -196,6 +205,7 @@ def test_kf13_a_batch_subscriber_claims_each_batch_in_one_transaction(
             )
             dead = await read_topic(kafka_url, f"{topic}.dlq", 1, 30)
             await eventually(lambda: box.quarantined("payments"), "the mismatch quarantined")
+            offset = await committed(kafka_url, topic, group, 41)
         await engine.dispose()
         assert payments(box.engine, box.table_prefix) == (30, 30)
         assert sum(batches) == 30
@@ -203,7 +213,7 @@ def test_kf13_a_batch_subscriber_claims_each_batch_in_one_transaction(
         [record] = box.quarantined("payments")
         assert record.reason == QuarantineReason.PAYLOAD_MISMATCH
         assert box.lookup("payments", "p-29") is not None
-        assert await committed(kafka_url, topic, group) == 41
+        assert offset == 41
 
     asyncio.run(scenario())
 
