@@ -9,6 +9,7 @@ no assertion on end offsets or lag, one topic and group per test.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import random
 import threading
@@ -34,6 +35,8 @@ COMMANDS, KILLED = 20, 10
 #: Commands produced while the group rebalances.
 FLOWING = 120
 MODES = {"record": {}, "batch": {"INBOXGUARD_KAFKA_BATCH": "1"}}
+#: Rows the outbox relays to the worker's topic before it starts.
+OUTBOX_ROWS = [{"command_id": f"ob-{i}", "amount": i} for i in range(5)]
 
 
 def barriers(setup: KafkaSetup) -> None:
@@ -46,14 +49,17 @@ def barriers(setup: KafkaSetup) -> None:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_kf1_kf2_kf3_duplicates_mismatch_and_retries_exhausted(
+def test_kf1_kf2_kf3_kf7_duplicates_mismatch_retries_and_the_outbox(
     kafka_setup: KafkaSetup, mode: str
 ) -> None:
-    """Copies of a command produced 2-3 times are applied once (KF1); a payload
-    mismatch is quarantined and produced to the dead-letter topic (KF2); a
-    claim held elsewhere is retried in place up to the cap, then quarantined
-    as retries_exhausted and dead-lettered (KF3); per record and per batch."""
+    """One worker session, per record and per batch: copies of a command
+    produced 2-3 times are applied once (KF1); a payload mismatch is
+    quarantined and produced to the dead-letter topic (KF2); a claim held
+    elsewhere is retried in place up to the cap, then quarantined as
+    retries_exhausted and dead-lettered (KF3); outbox rows relayed by
+    KafkaTransport, one of them sent twice, are applied once (KF7)."""
     setup, prefix = kafka_setup, kafka_setup.config.prefix
+    outbox = relay_with_a_resend(setup)
     rng = random.Random(36)
     bodies = [
         {"command_id": f"pay-{i}", "amount": i}
@@ -62,7 +68,7 @@ def test_kf1_kf2_kf3_duplicates_mismatch_and_retries_exhausted(
     ]
     rng.shuffle(bodies)
     busy = {"command_id": "busy", "amount": 3}
-    with setup.worker(**MODES[mode]):
+    with setup.worker(**MODES[mode]) as worker:
         setup.send({"command_id": "m1", "amount": 5})
         wait_until(lambda: paid(setup.engine, prefix, "m1"), 60, "m1 applied")
         setup.send(*bodies, {"command_id": "m1", "amount": 7})
@@ -74,7 +80,8 @@ def test_kf1_kf2_kf3_duplicates_mismatch_and_retries_exhausted(
             lambda: len(setup.inbox.quarantined("payments")) == 2,
         )
         barriers(setup)
-    assert payments(setup.engine, prefix) == (DUPLICATED + 1 + PARTITIONS * 4,) * 2
+    expected = DUPLICATED + 1 + len(OUTBOX_ROWS) + PARTITIONS * 4
+    assert payments(setup.engine, prefix) == (expected, expected)
     assert paid(setup.engine, prefix, "m1") == [5]
     assert paid(setup.engine, prefix, "busy") == []
     by_reason = {r.reason: r for r in setup.inbox.quarantined("payments")}
@@ -91,10 +98,15 @@ def test_kf1_kf2_kf3_duplicates_mismatch_and_retries_exhausted(
     # every handler run was one application: each command's handler ran once
     started = setup.deliveries.all()
     assert sorted(set(started)) == sorted(started)
+    for body in OUTBOX_ROWS:
+        assert paid(setup.engine, prefix, body["command_id"]) == [body["amount"]]
+    assert "ob-1 is a duplicate" in worker.log.read_text()
+    assert outbox.status().backlog == 0
+    outbox.drop_schema()
 
 
 @pytest.mark.parametrize("watermarks", ["0", "1"])
-def test_kf4_kill_9_after_the_commit_before_the_offset_commit(
+def test_kf4_kf5_kill_9_after_the_commit_before_the_offset_commit(
     kafka_setup: KafkaSetup, watermarks: str
 ) -> None:
     """A worker killed after its transaction committed and before its offset
@@ -149,42 +161,31 @@ def test_kf6_a_rebalance_while_records_flow_applies_each_command_once(
     assert "ready" in (setup.tmp / "second.log").read_text()
 
 
-def test_kf7_the_outbox_relays_to_kafka_into_a_guarded_consumer(kafka_setup: KafkaSetup) -> None:
-    """Outbox rows relayed by KafkaTransport (acks=all, the command ID header),
-    one of them sent again as a dispatcher that died after the send would, are
-    each applied once (KF7)."""
-    import asyncio
-
-    setup, config = kafka_setup, kafka_setup.config
+def relay_with_a_resend(setup: KafkaSetup) -> inboxguard.Outbox:
+    """Relay OUTBOX_ROWS outbox rows through KafkaTransport (keyed, acks=all, the
+    command ID header), then send one again as a dispatcher that died after
+    the send would."""
+    config = setup.config
     outbox = inboxguard.Outbox(setup.engine, table_prefix=f"{config.prefix}o_")
     outbox.create_schema()
-    rows = [{"command_id": f"ob-{i}", "amount": i} for i in range(5)]
     with Session(setup.engine) as session, session.begin():
-        for body in rows:
+        for body in OUTBOX_ROWS:
             outbox.add(
                 session, command_id=body["command_id"], destination=config.queue, payload=body
             )
     asyncio.run(declare(config))
     transport = KafkaTransport(bootstrap(config), key=lambda m: m.command_id)
     try:
-        assert inboxguard.Dispatcher(outbox, transport).run_once() == len(rows)
+        assert inboxguard.Dispatcher(outbox, transport).run_once() == len(OUTBOX_ROWS)
         resend = OutboxMessage(
             command_id="ob-1",
             destination=config.queue,
-            payload=rows[1],
+            payload=OUTBOX_ROWS[1],
             headers={"x-inbox-command-id": "ob-1"},
             digest="",
             created_at=dt.datetime.now(dt.UTC),
         )
-        receipt = transport(resend)
-        assert receipt["topic"] == config.queue
+        assert transport(resend)["topic"] == config.queue
     finally:
         transport.close()
-    with setup.worker() as worker:
-        barriers(setup)
-    for body in rows:
-        assert paid(setup.engine, config.prefix, body["command_id"]) == [body["amount"]]
-    assert setup.deliveries.of("ob-1") == 1
-    assert "ob-1 is a duplicate" in worker.log.read_text()
-    assert outbox.status().backlog == 0
-    outbox.drop_schema()
+    return outbox
