@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from sqlalchemy import create_engine, insert
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard import QuarantineReason
@@ -71,13 +73,20 @@ async def new_topic(url: str, retention_ms: int = 3_600_000) -> str:
     return name
 
 
-def guard_of(box: inboxguard.Inbox, pg_url: str, dlq: str | None, **options: Any) -> Any:
+def guard_of(
+    box: inboxguard.Inbox, pg_url: str, dlq: str | None, *, sync: bool = False, **options: Any
+) -> Any:
     engine = create_async_engine(async_url(pg_url))
+    factories: dict[str, Any] = (
+        {"session_factory": sessionmaker(box.engine)}
+        if sync
+        else {"async_session_factory": async_sessionmaker(engine)}
+    )
     return InboxMiddleware(
         box,
         consumer="payments",
         command_id="command_id",
-        async_session_factory=async_sessionmaker(engine),
+        **factories,
         max_attempts=3,
         retry_delay=dt.timedelta(milliseconds=200),
         dead_letter_topic=dlq,
@@ -165,10 +174,12 @@ def test_kf12_a_kafka_subscriber_applies_each_command_once_and_dead_letters_refu
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 def test_kf13_a_batch_subscriber_claims_each_batch_in_one_transaction(
-    box: inboxguard.Inbox, pg_url: str, kafka_url: str
+    box: inboxguard.Inbox, pg_url: str, kafka_url: str, sync: bool
 ) -> None:
-    """batch=True: one guard_batch per polled batch; the handler applies
+    """batch=True: one guard_batch per polled batch (guard_batch_async on the
+    async guard, guard_batch on the sync one); the handler applies
     current_batch().fresh; copies across and inside batches are applied once,
     a mismatch is dead-lettered, and the offsets are committed after (KF13)."""
     table = payments_table(box.table_prefix)
@@ -176,7 +187,7 @@ def test_kf13_a_batch_subscriber_claims_each_batch_in_one_transaction(
 
     async def scenario() -> None:
         topic = await new_topic(kafka_url)
-        guard, engine = guard_of(box, pg_url, f"{topic}.dlq")
+        guard, engine = guard_of(box, pg_url, f"{topic}.dlq", sync=sync)
         broker = KafkaBroker(kafka_url, middlewares=[guard])
         batches: list[int] = []
 
@@ -188,11 +199,12 @@ def test_kf13_a_batch_subscriber_claims_each_batch_in_one_transaction(
             batches.append(len(batch.fresh))
             session = inboxguard.current_session()
             for entry in batch.fresh:
-                await session.execute(
-                    insert(table).values(
-                        command_id=entry.command_id, amount=entry.payload["amount"]
-                    )
+                row = insert(table).values(
+                    command_id=entry.command_id, amount=entry.payload["amount"]
                 )
+                done = session.execute(row)
+                if inspect.isawaitable(done):
+                    await done
                 entry.result = {"applied": entry.payload["amount"]}
 
         guard.check_startup(broker)
