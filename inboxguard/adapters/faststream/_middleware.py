@@ -71,7 +71,8 @@ class InboxMiddleware:
       quarantined, then rejected without requeue (RabbitMQ dead-letters it
       where the queue has a dead-letter exchange; JetStream terminates it;
       Redis Streams acknowledge it, the quarantine record being the dead
-      letter): never redelivered;
+      letter; Kafka produces it to ``dead_letter_topic``, then commits its
+      offset): never redelivered;
     * a claim held by another transaction, a transient database error or a
       handler exception is retried ``retry_delay`` later (NATS: ``nack``
       with that delay; RabbitMQ and Redis: a copy with the next
@@ -164,12 +165,15 @@ class InboxMiddleware:
         ``FastStream(broker, on_startup=[lambda: guard.check_startup(broker)])``.
 
         Checks: the inbox tables exist; no guarded subscriber acknowledges
-        before its commit (``AckPolicy.ACK_FIRST``), reads a Redis stream
+        before its commit (``AckPolicy.ACK_FIRST``; on Kafka anything but
+        ``AckPolicy.MANUAL``), reads a Redis stream
         without a consumer group or listens on core NATS; a JetStream
         ``max_deliver`` does not stop deliveries before ``max_attempts``; each
         handler's consumer name is its own; and every replay window (queue
         ``x-message-ttl``, Redis claim idle time, JetStream ``ack_wait``, the
-        retry schedule, the declared ``windows``) fits in the evidence horizon.
+        retry schedule, the declared ``windows``, the retention of each Kafka
+        topic read by a subscriber resetting to ``earliest``) fits in the
+        evidence horizon.
 
         Raises:
             ConfigurationError: a subscriber or setting that cannot keep the
