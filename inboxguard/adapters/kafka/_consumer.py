@@ -256,11 +256,10 @@ class GuardedConsumer:
     async def batch(self, handler: BatchHandler, records: Sequence[Any]) -> None:
         """Guard ``records`` in one transaction, dead-letter the refused ones,
         then commit their offsets; after ``max_attempts`` failures, one record
-        per transaction."""
+        per transaction, in order. No offset is committed before every record
+        of the batch is settled, so a commit never passes a record that is not."""
         prepared = [self.reader.prepare(r) for r in records]
         usable = [p for p in prepared if p.error is None]
-        for bad in (p for p in prepared if p.error is not None):
-            await self._settle_alone(handler, bad.record)
         for number in range(1, self.policy.max_attempts + 1):
             try:
                 refused = await self._apply_batch(handler, usable)
@@ -277,12 +276,19 @@ class GuardedConsumer:
                 continue
             for item, _error in refused:
                 await self._dead_letter(item.record)
-            await self._commit([p.record for p in usable])
+            for bad in (p for p in prepared if p.error is not None):
+                await self._settle_alone(handler, bad.record)
+            await self._commit(records)
             return
-        for item in usable:
-            await self._settle_alone(handler, item.record)
+        for record in records:
+            await self._settle_alone(handler, record)
+        await self._commit(records)
 
     async def _settle_alone(self, handler: BatchHandler, record: Any) -> None:
+        """One record in a transaction of its own, until it is applied or held
+        by a quarantine record (and dead-lettered); its offset is left to the
+        caller."""
+
         async def apply(prepared: Prepared, _attempt: int) -> None:
             refused = await self._apply_batch(handler, [prepared])
             if refused:
@@ -291,7 +297,6 @@ class GuardedConsumer:
         step = await self.reader.settle(record, apply)
         if step is not Step.ACK:
             await self._dead_letter(record)
-        await self._commit([record])
 
     async def _apply_batch(
         self, handler: BatchHandler, items: Sequence[Prepared]
