@@ -262,7 +262,8 @@ class GuardedConsumer:
         usable = [p for p in prepared if p.error is None]
         for number in range(1, self.policy.max_attempts + 1):
             try:
-                refused = await self._apply_batch(handler, usable)
+                unusable = [p.record for p in prepared if p.error is not None]
+                refused = await self._apply_batch(handler, usable, unusable)
             except Exception as error:
                 logger.warning(
                     "batch attempt %d/%d of %d records failed (%r)",
@@ -299,10 +300,13 @@ class GuardedConsumer:
             await self._dead_letter(record)
 
     async def _apply_batch(
-        self, handler: BatchHandler, items: Sequence[Prepared]
+        self, handler: BatchHandler, items: Sequence[Prepared], unsettled: Sequence[Any] = ()
     ) -> list[tuple[Prepared, Exception]]:
         """One transaction for ``items``; return those the inbox refused (each
-        quarantined in a transaction of its own), with the reason."""
+        quarantined in a transaction of its own), with the reason. The
+        watermarks stop below the first refused or ``unsettled`` record of each
+        partition: those are settled after the commit, and a successor must
+        still read them."""
         if not items:
             return []
         commands = [BatchCommand(p.command_id or "", p.body, p.sent_at, p.details) for p in items]
@@ -311,7 +315,8 @@ class GuardedConsumer:
                 session, consumer=self.name, commands=commands, exclude=self.reader.exclude
             ) as batch:
                 if self.watermarks is not None:
-                    await self.watermarks.advance(session, [p.record for p in items])
+                    held = [*unsettled, *(items[e.index].record for e in batch.refused)]
+                    await self.watermarks.advance(session, _below(items, held))
                 for entry in batch.duplicates:
                     logger.info(
                         "%s: %s is a duplicate (%s); skipped",
@@ -369,6 +374,19 @@ class GuardedConsumer:
             # A rebalance took the partition: its next owner reads the record
             # again, and the inbox answers it as a duplicate.
             logger.warning("offset commit failed (%r); the redelivery is a duplicate", error)
+
+
+def _below(items: Sequence[Prepared], held: Sequence[Any]) -> list[Any]:
+    """The records of ``items`` below the first ``held`` record of their partition."""
+    first: dict[tuple[str, int], int] = {}
+    for record in held:
+        key = (record.topic, record.partition)
+        first[key] = min(first.get(key, record.offset), record.offset)
+    return [
+        p.record
+        for p in items
+        if p.record.offset < first.get((p.record.topic, p.record.partition), p.record.offset + 1)
+    ]
 
 
 def _source(record: Any) -> str:

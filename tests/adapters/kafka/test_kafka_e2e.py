@@ -34,7 +34,11 @@ DUPLICATED = 60
 COMMANDS, KILLED = 20, 10
 #: Commands produced while the group rebalances.
 FLOWING = 120
-MODES = {"record": {}, "batch": {"INBOXGUARD_KAFKA_BATCH": "1"}}
+#: One record per transaction; one batch per transaction, with partition watermarks.
+MODES = {
+    "record": {},
+    "batch": {"INBOXGUARD_KAFKA_BATCH": "1", "INBOXGUARD_KAFKA_WATERMARKS": "1"},
+}
 #: Rows the outbox relays to the worker's topic before it starts.
 OUTBOX_ROWS = [{"command_id": f"ob-{i}", "amount": i} for i in range(5)]
 
