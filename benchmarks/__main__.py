@@ -39,6 +39,7 @@ ORDER = (
     "celery",
     "dramatiq",
     "faststream",
+    "kafka",
 )
 
 

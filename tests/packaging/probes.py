@@ -166,6 +166,35 @@ async def main():
 asyncio.run(main())
 """
 
+KAFKA = """
+import asyncio, datetime as dt
+from aiokafka import AIOKafkaConsumer
+from faststream.kafka import KafkaBroker
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+import inboxguard
+from inboxguard.adapters.faststream import InboxMiddleware
+from inboxguard.adapters.kafka import GuardedConsumer
+from inboxguard.adapters.kafka.transport import KafkaTransport
+
+async def main():
+    inbox = inboxguard.Inbox(create_engine("sqlite:///probe.db"), retention=dt.timedelta(days=1))
+    inbox.create_schema()
+    engine = create_async_engine("sqlite+aiosqlite:///probe.db")
+    sessions = async_sessionmaker(engine)
+    consumer = AIOKafkaConsumer(group_id="g", enable_auto_commit=False)
+    GuardedConsumer(consumer, inbox, name="probe", topics=["t"], session_factory=sessions)
+    await consumer.stop()
+    guard = InboxMiddleware(
+        inbox, consumer="probe", command_id="id", async_session_factory=sessions
+    )
+    KafkaBroker("127.0.0.1:9092", middlewares=[guard])
+    KafkaTransport("127.0.0.1:9092").close()
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
 MIGRATIONS = """
 from alembic import command
 from alembic.config import Config
@@ -212,6 +241,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "migrations": ((MIGRATIONS,), ()),
     "faststream": ((FASTSTREAM,), ("rabbitmq", "redis", "nats")),
     "orch8": ((ORCH8,), ()),
+    "kafka": ((KAFKA,), ()),
     "all": (
         (
             POSTGRESQL,
@@ -226,6 +256,7 @@ EXTRA_SETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             DJANGO,
             FASTSTREAM,
             ORCH8,
+            KAFKA,
         ),
         ("postgresql", "mysql", "redis", "rabbitmq", "nats"),
     ),

@@ -1,5 +1,5 @@
-"""FastStream adapter: one inbox middleware for RabbitMQ, Redis Streams and
-NATS JetStream.
+"""FastStream adapter: one inbox middleware for RabbitMQ, Redis Streams,
+NATS JetStream and Kafka.
 
 Usage::
 
@@ -34,6 +34,7 @@ from inboxguard.adapters._delivery import (
     RETRY_AT_HEADER,
     SENT_AT_HEADER,
 )
+from inboxguard.adapters.faststream._kafka_batch import current_batch
 from inboxguard.adapters.faststream._middleware import InboxMiddleware, stamp_sent_at
 from inboxguard.adapters.faststream._options import inbox_consumer
 
@@ -46,6 +47,7 @@ __all__ = [
     "SENT_AT_HEADER",
     "InboxMiddleware",
     "SentAtMiddleware",
+    "current_batch",
     "inbox_consumer",
 ]
 

@@ -17,6 +17,8 @@ the brokers mean different things by them:
 * NATS JetStream: the server counts deliveries (``num_delivered``) and
   ``nack(delay=...)`` redelivers after a delay; ``reject()`` terminates the
   message (``TERM``), which is never redelivered.
+* Kafka: see ``_kafka`` (offsets committed, a copy for a retry, a
+  dead-letter topic).
 
 Imports no broker at module level: each broker's FastStream package is
 imported only when a message of it arrives.
@@ -33,7 +35,7 @@ from inboxguard._core import headers as _headers
 from inboxguard.adapters._delivery import parse_sent_at
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["BrokerKind", "Copy", "kind_of", "sent_time_of"]
+__all__ = ["BrokerKind", "Copy", "kind_of", "record_time", "sent_time_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +152,9 @@ def kind_of(msg: Any) -> BrokerKind:
 
     Raises:
         ConfigurationError: a broker or a subscriber kind that cannot hold a
-            message until its transaction commits (Kafka, Redis lists and
-            Pub/Sub, core NATS without JetStream).
+            message until its transaction commits (Redis lists and Pub/Sub,
+            core NATS without JetStream). Kafka messages are settled by
+            ``_kafka.KafkaKind``.
     """
     module = type(msg).__module__
     for key, kind in _KINDS.items():
@@ -205,4 +208,14 @@ def sent_time_of(msg: Any, headers: Mapping[str, Any]) -> dt.datetime | None:
         return parse_sent_at(raw)
     if type(msg).__module__.startswith("faststream.rabbit."):
         return parse_sent_at(getattr(msg.raw_message, "timestamp", None))
+    if type(msg).__module__.startswith("faststream.kafka."):
+        return record_time(msg.raw_message)
     return None
+
+
+def record_time(record: Any) -> dt.datetime | None:
+    """A Kafka record's ``CreateTime`` (the producer's clock; a broker's
+    ``LogAppendTime`` is renewed by a producer's retry), else None."""
+    if getattr(record, "timestamp_type", None) != 0 or record.timestamp is None:
+        return None
+    return dt.datetime.fromtimestamp(record.timestamp / 1000, dt.UTC)

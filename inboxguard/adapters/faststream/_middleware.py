@@ -29,8 +29,10 @@ from inboxguard.adapters._evidence import (
 )
 from inboxguard.adapters._redelivery import Redelivery
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters.faststream._brokers import kind_of
+from inboxguard.adapters.faststream._brokers import BrokerKind, kind_of
 from inboxguard.adapters.faststream._flow import Delivery
+from inboxguard.adapters.faststream._kafka import is_kafka, kafka_kind, kafka_windows
+from inboxguard.adapters.faststream._kafka_batch import KafkaBatch, is_batch
 from inboxguard.adapters.faststream._options import (
     CommandId,
     HandlerOptions,
@@ -69,7 +71,8 @@ class InboxMiddleware:
       quarantined, then rejected without requeue (RabbitMQ dead-letters it
       where the queue has a dead-letter exchange; JetStream terminates it;
       Redis Streams acknowledge it, the quarantine record being the dead
-      letter): never redelivered;
+      letter; Kafka produces it to ``dead_letter_topic``, then commits its
+      offset): never redelivered;
     * a claim held by another transaction, a transient database error or a
       handler exception is retried ``retry_delay`` later (NATS: ``nack``
       with that delay; RabbitMQ and Redis: a copy with the next
@@ -99,6 +102,9 @@ class InboxMiddleware:
             by hand, a backfill), checked with the broker's at start-up.
         shared_consumer: True when another handler uses ``consumer`` on
             purpose (both say so).
+        dead_letter_topic: Kafka only: the topic a refused message is
+            produced to (key, value and headers) before its offset is
+            committed; without it the quarantine record is the dead letter.
 
     Raises:
         ConfigurationError: an argument that cannot keep the guarantees.
@@ -118,6 +124,7 @@ class InboxMiddleware:
         require_sent_at: bool = False,
         windows: Mapping[str, dt.timedelta] | None = None,
         shared_consumer: bool = False,
+        dead_letter_topic: str | None = None,
     ) -> None:
         if not isinstance(inbox, Inbox):
             msg = f"InboxMiddleware needs an inboxguard.Inbox, got {type(inbox).__name__}"
@@ -134,6 +141,12 @@ class InboxMiddleware:
             msg = f"require_sent_at must be True or False, got {require_sent_at!r}"
             raise ConfigurationError(msg)
         self.require_sent_at = require_sent_at
+        if dead_letter_topic is not None and not (
+            isinstance(dead_letter_topic, str) and dead_letter_topic
+        ):
+            msg = f"dead_letter_topic must be a Kafka topic name, got {dead_letter_topic!r}"
+            raise ConfigurationError(msg)
+        self.dead_letter_topic = dead_letter_topic
         self._sent_checks: dict[str, SentTimeCheck] = {}
         self.checked = False
         self._warned_unchecked = False
@@ -152,12 +165,15 @@ class InboxMiddleware:
         ``FastStream(broker, on_startup=[lambda: guard.check_startup(broker)])``.
 
         Checks: the inbox tables exist; no guarded subscriber acknowledges
-        before its commit (``AckPolicy.ACK_FIRST``), reads a Redis stream
+        before its commit (``AckPolicy.ACK_FIRST``; on Kafka anything but
+        ``AckPolicy.MANUAL``), reads a Redis stream
         without a consumer group or listens on core NATS; a JetStream
         ``max_deliver`` does not stop deliveries before ``max_attempts``; each
         handler's consumer name is its own; and every replay window (queue
         ``x-message-ttl``, Redis claim idle time, JetStream ``ack_wait``, the
-        retry schedule, the declared ``windows``) fits in the evidence horizon.
+        retry schedule, the declared ``windows``, the retention of each Kafka
+        topic read by a subscriber resetting to ``earliest``) fits in the
+        evidence horizon.
 
         Raises:
             ConfigurationError: a subscriber or setting that cannot keep the
@@ -173,6 +189,8 @@ class InboxMiddleware:
             self.inbox.require_alignment(window.source, **{window.name: window.length})
         if self.windows:
             self.inbox.require_alignment("faststream: InboxMiddleware(windows=...)", **self.windows)
+        for found in kafka_windows(broker, subscribers):
+            self.inbox.require_alignment(found.source, **{found.name: found.length})
         check_tables(self.inbox)
         self.checked = True
 
@@ -203,9 +221,15 @@ class InboxMiddleware:
                 "InboxMiddleware.check_startup(broker) was never called: replay windows and"
                 " subscriber settings are unchecked; call it from the app's on_startup hook"
             )
-        kind = kind_of(msg)
         subscriber = context.get_local("handler_")
         options = options_for(handler_of(call_next, subscriber), self.default)
+        if is_kafka(msg):
+            kafka = kafka_kind(msg).bind(context.get_local("broker"), self.dead_letter_topic)
+            if is_batch(msg):
+                return await KafkaBatch(self, kafka, msg, options).run(call_next)
+            kind: BrokerKind = kafka
+        else:
+            kind = kind_of(msg)
         delivery = Delivery(self, kind, msg, options, context, subscriber)
         return await delivery.run(call_next)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._startup_checks import require_tables
+from inboxguard.adapters.faststream._kafka import check_kafka_policy, is_kafka
 from inboxguard.adapters.faststream._options import (
     HandlerOptions,
     handler_name,
@@ -72,6 +73,9 @@ def _windows_of(sub: Any, max_attempts: int) -> list[Window]:
         return _redis(sub, where)
     if module.startswith("faststream.nats."):
         return _nats(sub, where, max_attempts)
+    if is_kafka(sub):
+        check_kafka_policy(sub, where)
+        return []  # the topics' retention is read from the cluster: kafka_windows
     msg = (
         f"InboxMiddleware cannot guard {where} ({type(sub).__name__}): only RabbitMQ"
         " queues, Redis Streams with a consumer group and NATS JetStream hold a message"
@@ -172,6 +176,9 @@ def check_ack_policy(sub: Any) -> None:
     Raises:
         ConfigurationError: ``AckPolicy.ACK_FIRST``.
     """
+    if is_kafka(sub):
+        check_kafka_policy(sub, f"subscriber {_name(sub)!r}")
+        return
     policy = getattr(sub, "ack_policy", None)
     if str(getattr(policy, "value", policy)) == "ack_first":
         msg = (
