@@ -11,11 +11,12 @@ inputs of the guard and the mapping of a failure to what Dramatiq must do.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -111,6 +112,17 @@ class GuardCore:
         self.get_id = get_id
         self.exclude = exclude
         self.busy_delay_ms = max(1, int(busy_delay.total_seconds() * 1000))
+
+    @contextlib.contextmanager
+    def delivering(self, message: MessageProxy) -> Iterator[None]:
+        """Calls to the actor inside this block are the worker's delivery of
+        ``message`` (its sent time and options are read), as the middleware
+        would mark it; the testing kit uses it to replay a stamped message."""
+        token = current_message.set(message)
+        try:
+            yield
+        finally:
+            current_message.reset(token)
 
     def message(self) -> MessageProxy | None:
         """The message being processed, or None for a direct call."""
