@@ -18,6 +18,7 @@ from inboxguard.adapters._startup_checks import log_alignment_passed, require_ta
 from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
+from inboxguard.adapters.celery._quiet import install_filter
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
 __all__ = [
@@ -179,7 +180,9 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
 
 
 def install_receivers() -> None:
-    """Connect the publish stamp and the start-up check (idempotent)."""
+    """Connect the publish stamp and the start-up check, and keep Celery from
+    logging a refusal the task already logged (idempotent)."""
+    install_filter()
     signals.before_task_publish.connect(
         stamp_sent_at, weak=False, dispatch_uid="inboxguard.celery.stamp_sent_at"
     )

@@ -30,7 +30,13 @@ from inboxguard._core import faults
 from inboxguard._core.extract import Getter, payload_of
 from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
-from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
+from inboxguard.adapters._outcome import (
+    Outcome,
+    log_duplicate,
+    log_refusal,
+    log_requeued,
+    outcome_of,
+)
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import AnyInbox, transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
@@ -231,6 +237,14 @@ class GuardCore:
                 _one_more_attempt(message)
             return retry
         if outcome.refused:
+            if message is not None:
+                log_refusal(
+                    logger,
+                    error,
+                    self.details(message, (), {}),
+                    consumer=self.consumer,
+                    done="quarantined, then failed as a declared error (dead-lettered)",
+                )
             _throw_on_message(message, error, self.broker)
             return error
         if outcome.failed:
@@ -316,6 +330,7 @@ class GuardedFn(GuardCore):
             ) as entry,
         ):
             if entry.duplicate:
+                log_duplicate(logger, self.consumer, given.command_id, f"actor {self.actor_name}:")
                 return entry.result
             entry.result = result = self.fn(*args, **kwargs)
         faults.reach(faults.FaultPoint.BEFORE_ACK, given.command_id)
