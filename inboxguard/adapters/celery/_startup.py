@@ -172,11 +172,16 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         raise SystemExit(1) from exc
     found = replay_windows(app)
     checked = [
-        (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
+        (name, length, _named(item, item.sources[name]), item.inbox.retention.horizon)
         for item in found
         for name, length in item.windows.items()
     ]
     log_alignment_passed("Celery", len(found), checked)
+
+
+def _named(item: ReplayWindows, source: str) -> str:
+    """``source`` naming its task once (some sources already start with it)."""
+    return source if item.task in source else f"task {item.task}: {source}"
 
 
 def install_receivers() -> None:
