@@ -34,6 +34,8 @@ MODULES = (
     "inboxguard.migrations",
 )
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+#: A Sphinx role (``:class:`~inboxguard.Inbox```), shown as the bare name.
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 #: An annotation kept as a string (``from __future__ import annotations``).
 _QUOTED = re.compile(r"(: |-> )'([^']*)'")
 
@@ -49,7 +51,9 @@ def _signature(obj: object) -> str:
 
 def _first_line(obj: object) -> str:
     doc = (inspect.getdoc(obj) or "").strip()
-    return " ".join(doc.split("\n\n")[0].split()) if doc else ""
+    text = " ".join(doc.split("\n\n")[0].split()) if doc else ""
+    text = _ROLE.sub(lambda m: m[2].rpartition(".")[2] if m[1] else m[2], text)
+    return text.replace("``", "")
 
 
 def _entry(module: object, name: str) -> list[str]:
