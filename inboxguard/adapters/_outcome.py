@@ -127,7 +127,7 @@ def refusal_fields(
 def log_duplicate(logger: logging.Logger, consumer: str, command_id: str, what: str) -> None:
     """Log, at INFO, one line for a delivery skipped as a duplicate."""
     logger.info(
-        "duplicate: consumer=%s command_id=%s; %s already processed, skipped and acked",
+        "duplicate: consumer=%s command_id=%s; %s already processed; skipped, the delivery acked",
         consumer,
         command_id,
         what,
