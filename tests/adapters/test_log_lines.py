@@ -1,8 +1,9 @@
 """P20: a refusal an adapter handled is one structured WARNING line (consumer,
 command ID, reason, both digests, what was done, the docs anchor), its
 traceback only at DEBUG; a duplicate is one INFO line. Checked on kombu's
-in-memory transport and on Dramatiq's StubBroker with a real worker, SQLite
-holding the inbox (the Celery worker is checked in celery/test_celery_log_lines.py)."""
+in-memory transport, on Dramatiq's StubBroker with a real worker and on
+FastStream with a real RabbitMQ, SQLite holding the inbox (the Celery worker
+is checked in celery/test_celery_log_lines.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from sqlalchemy.orm import sessionmaker
 import inboxguard
 from inboxguard.adapters.dramatiq import InboxMiddleware
 from inboxguard.adapters.kombu import guarded
-from tests.conftest import unique
+from tests.conftest import AMQP_URL, require_service, unique
 
 CONSUMER = "orders.apply"
 
@@ -75,8 +76,63 @@ def dramatiq_deliveries(box: inboxguard.Inbox, bodies: list[dict[str, Any]]) -> 
         broker.close()
 
 
+def faststream_deliveries(box: inboxguard.Inbox, bodies: list[dict[str, Any]]) -> None:
+    """On a real RabbitMQ (skipped, or failed in CI, when it is down)."""
+    require_service("rabbitmq")
+    import asyncio
+
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    from inboxguard.adapters.faststream import InboxMiddleware as FastStreamInbox
+    from tests.adapters.faststream.support import eventually, started
+
+    guard = FastStreamInbox(
+        box, consumer=CONSUMER, command_id="order_id", session_factory=sessionmaker(box.engine)
+    )
+    broker = RabbitBroker(AMQP_URL, middlewares=[guard])
+    queue, seen = unique("q"), []
+
+    @broker.subscriber(RabbitQueue(queue, auto_delete=True))
+    async def apply(body: dict[str, Any]) -> None:
+        seen.append(body)
+
+    async def scenario() -> None:
+        async with started(broker):
+            for number, body in enumerate(bodies, 1):
+                await broker.publish(body, queue=queue)
+                await eventually(
+                    lambda n=number: len(seen) + box_settled(box) >= n, f"delivery {number}"
+                )
+
+    def box_settled(inbox: inboxguard.Inbox) -> int:
+        # deliveries the handler did not see: skipped duplicates and quarantined copies
+        return duplicates[0] + len(inbox.quarantined(CONSUMER))
+
+    duplicates = [0]
+    handler = _Counting(duplicates)
+    logging.getLogger("inboxguard.faststream").addHandler(handler)
+    try:
+        asyncio.run(scenario())
+    finally:
+        logging.getLogger("inboxguard.faststream").removeHandler(handler)
+
+
+class _Counting(logging.Handler):
+    """Counts the duplicate lines as they are logged."""
+
+    def __init__(self, counter: list[int]) -> None:
+        super().__init__(logging.INFO)
+        self.counter = counter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("duplicate:"):
+            self.counter[0] += 1
+
+
 @pytest.mark.parametrize(
-    "deliver", [kombu_deliveries, dramatiq_deliveries], ids=["kombu", "dramatiq"]
+    "deliver",
+    [kombu_deliveries, dramatiq_deliveries, faststream_deliveries],
+    ids=["kombu", "dramatiq", "faststream"],
 )
 def test_p20_one_line_per_refusal_and_per_duplicate(
     box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture, deliver: Any
