@@ -11,13 +11,14 @@ from typing import Any
 
 import dramatiq
 import pytest
+from celery import Celery
 from dramatiq.brokers.stub import StubBroker
 from sqlalchemy import Column, Integer, MetaData, String, Table, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
-from inboxguard.adapters.celery import inbox_task
+from inboxguard.adapters.celery import InboxTask
 from inboxguard.adapters.dramatiq import InboxMiddleware
 from inboxguard.errors import ConfigurationError
 from inboxguard.testing import (
@@ -83,11 +84,16 @@ def plain_handler(kit: FaultKit, table: Table) -> Callable[[dict[str, Any]], Any
 
 
 def celery_task(kit: FaultKit, table: Table) -> Any:
-    @inbox_task(
-        kit.inbox,
-        session_factory=sessionmaker(kit.inbox.engine),
-        command_id="order_id",
-        consumer=CONSUMER,
+    """A guarded task on an app of its own: a shared task would depend on which
+    Celery app other test modules left current."""
+    app = Celery("kit-tests", set_as_current=False)
+
+    @app.task(
+        base=InboxTask,
+        inbox=kit.inbox,
+        inbox_session_factory=sessionmaker(kit.inbox.engine),
+        inbox_command_id="order_id",
+        inbox_consumer=CONSUMER,
         name=f"orders.reserve.{uuid.uuid4().hex}",
     )
     def reserve(order_id: str, sku: str) -> dict[str, str]:
