@@ -291,8 +291,9 @@ class PayloadMismatchError(PayloadConflictError):
             message
             or f"command {command_id!r} of consumer {consumer!r} was already processed"
             f" with payload {stored_digest}, but this delivery carries"
-            f" {incoming_digest}; it was quarantined and must not be retried:"
-            " roll back, dead-letter the message and find out why the payload changed",
+            f" {incoming_digest}; it was quarantined and is never retried (an adapter"
+            " dead-letters it; a caller of guard() rolls back); `inboxguard explain`"
+            " shows both digests",
             consumer=consumer,
             command_id=command_id,
             stored_digest=stored_digest,

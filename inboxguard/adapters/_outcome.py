@@ -18,10 +18,12 @@ from inboxguard.sql.errors import is_retryable, is_unreachable
 __all__ = [
     "Disposition",
     "Outcome",
+    "log_duplicate",
     "log_refusal",
     "log_requeued",
     "out_of_attempts",
     "outcome_of",
+    "refusal_fields",
 ]
 
 
@@ -74,15 +76,60 @@ def log_requeued(logger: logging.Logger, error: BaseException, what: str) -> Non
 
 
 def log_refusal(
-    logger: logging.Logger, error: BaseException, delivery: Mapping[str, Any] | str
+    logger: logging.Logger,
+    error: BaseException,
+    delivery: Mapping[str, Any] | str,
+    *,
+    consumer: str | None = None,
+    command_id: str | None = None,
+    done: str = "rejected without requeue (dead-lettered)",
 ) -> None:
-    """Log a refused delivery that no quarantine record holds, in full.
+    """Log a refusal the adapter has handled as one structured line.
 
-    The inbox already quarantined a delivery whose error says ``quarantined``;
-    any other refusal (no usable command ID, payload or sent time, a payload
-    conflict in the outbox or the effect ledger) exists only in this log line
-    and in the dead-letter queue.
+    The line names the consumer, the command ID, the reason, the stored and
+    incoming digests, what the adapter did (``done``) and the docs anchor of
+    the error, and carries the same fields as ``extra`` for a structured
+    handler. A refusal the inbox quarantined itself is expected and logs at
+    WARNING; any other (no usable command ID, payload or sent time, a payload
+    conflict in the outbox or the effect ledger) logs at ERROR with the
+    delivery in full. The traceback goes to DEBUG.
     """
+    fields = refusal_fields(error, consumer=consumer, command_id=command_id, done=done)
+    line = (
+        "refused: consumer=%(consumer)s command_id=%(command_id)s reason=%(reason)s"
+        " stored_digest=%(stored_digest)s incoming_digest=%(incoming_digest)s;"
+        " %(done)s; see %(docs)s"
+    )
     if getattr(error, "quarantined", False):
-        return
-    logger.error("refused %r; the delivery is logged here in full: %s", error, delivery)
+        logger.warning(line, fields, extra=fields)
+    else:
+        shown = {**fields, "error": str(error), "delivery": delivery}
+        logger.error(line + "; %(error)s; the delivery: %(delivery)s", shown, extra=fields)
+    logger.debug("traceback of the refusal of %s", fields["command_id"], exc_info=error)
+
+
+def refusal_fields(
+    error: BaseException, *, consumer: str | None, command_id: str | None, done: str
+) -> dict[str, Any]:
+    """The fields of a refusal's log line (the error's own attributes win)."""
+    code = str(getattr(error, "code", None) or type(error).__name__)
+    return {
+        "consumer": getattr(error, "consumer", None) or consumer,
+        "command_id": getattr(error, "command_id", None) or command_id,
+        "reason": code.replace("-", "_"),
+        "stored_digest": getattr(error, "stored_digest", None),
+        "incoming_digest": getattr(error, "incoming_digest", None),
+        "done": done,
+        "docs": f"docs/errors.md#{code}",
+    }
+
+
+def log_duplicate(logger: logging.Logger, consumer: str, command_id: str, what: str) -> None:
+    """Log, at INFO, one line for a delivery skipped as a duplicate."""
+    logger.info(
+        "duplicate: consumer=%s command_id=%s; %s already processed; skipped, the delivery acked",
+        consumer,
+        command_id,
+        what,
+        extra={"consumer": consumer, "command_id": command_id},
+    )

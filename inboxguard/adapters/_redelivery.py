@@ -125,7 +125,13 @@ class Attempt:
             log_requeued(policy.logger, error, f"delivery of {command_id}")
             return Step.REQUEUE
         if outcome.refused:
-            log_refusal(policy.logger, error, delivery)
+            log_refusal(
+                policy.logger,
+                error,
+                delivery,
+                command_id=command_id,
+                done="quarantined, then rejected without requeue (dead-lettered)",
+            )
             return Step.REJECT
         if outcome.exhausted:
             policy.logger.error(

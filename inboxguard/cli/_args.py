@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_database", "add_json", "positive_int"]
+__all__ = ["DB_ENV", "OLD_DB_ENV", "add_database", "add_json", "database_url", "positive_int"]
+
+#: The one environment variable naming the database of every command.
+DB_ENV = "INBOXGUARD_DB_URL"
+#: Its older spelling, still read (with a deprecation note) when ``DB_ENV`` is unset.
+OLD_DB_ENV = "INBOXGUARD_DATABASE_URL"
 
 
 def positive_int(text: str) -> int:
@@ -43,7 +49,7 @@ def add_database(parser: argparse.ArgumentParser, what: str = "inbox") -> None:
     parser.add_argument(
         "--db",
         dest="db",
-        default=os.environ.get("INBOXGUARD_DB_URL"),
+        default=os.environ.get(DB_ENV),
         metavar="URL",
         help=f"SQLAlchemy URL of the {what}'s database (default: $INBOXGUARD_DB_URL);"
         " its password is never printed",
@@ -54,6 +60,21 @@ def add_database(parser: argparse.ArgumentParser, what: str = "inbox") -> None:
     parser.add_argument(
         "--prefix", default="inboxguard_", help="table prefix (default: inboxguard_)"
     )
+
+
+def database_url(args: argparse.Namespace) -> str | None:
+    """The database URL of a command: ``--db``, else ``$INBOXGUARD_DB_URL``,
+    else the deprecated ``$INBOXGUARD_DATABASE_URL`` (with a note on stderr
+    and a ``DeprecationWarning``)."""
+    given: str | None = getattr(args, "db", None)
+    if given:
+        return given
+    old = os.environ.get(OLD_DB_ENV)
+    if old:
+        note = f"${OLD_DB_ENV} is deprecated; set ${DB_ENV} instead (same URL)"
+        print(f"inboxguard: {note}", file=sys.stderr)
+        warnings.warn(note, DeprecationWarning, stacklevel=2)
+    return old or None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -18,12 +18,13 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from inboxguard.cli._args import DB_ENV, database_url
 from inboxguard.cli._output import UsageError
 
 __all__ = ["DRIVER_HINTS", "ENV_VAR", "SECRET_KEYS", "missing_sqlite_file", "open_engine", "redact"]
 
 #: Where ``--db`` is read from when it is not given.
-ENV_VAR = "INBOXGUARD_DB_URL"
+ENV_VAR = DB_ENV
 
 #: Query parameters whose values are secrets.
 SECRET_KEYS = re.compile(r"pass|secret|token|key|auth|cred", re.IGNORECASE)
@@ -54,7 +55,7 @@ def open_engine(args: argparse.Namespace, *, read_only: bool) -> Engine:
             driver that is not installed (with the one to use), or, for a
             read command, a SQLite file that does not exist.
     """
-    raw = getattr(args, "db", None)
+    raw = database_url(args)
     if not raw:
         msg = f"--db is required (or set {ENV_VAR}): the SQLAlchemy URL of the database"
         raise UsageError(msg)

@@ -41,6 +41,8 @@ class Discovery:
     framework: str
     found: tuple[Found, ...]
     startup_check: Callable[[], None]
+    #: ``(status, detail)`` of each guarded queue's dead-letter route (Celery on RabbitMQ).
+    dead_letters: Callable[[], list[tuple[str, str]]] = list
 
     @property
     def inboxes(self) -> list[Inbox]:
@@ -88,7 +90,12 @@ def _celery(app: Any) -> Discovery:
         )
         for item in adapter.replay_windows(app)
     )
-    return Discovery("celery", found, lambda: adapter.check_worker(app))
+    return Discovery(
+        "celery",
+        found,
+        lambda: adapter.check_worker(app),
+        lambda: adapter.dead_letter_findings(app),
+    )
 
 
 def _dramatiq(broker: Any, spec: str) -> Discovery:

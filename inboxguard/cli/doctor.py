@@ -11,8 +11,10 @@ partitioned inbox); every table exists (the audit trails included); a
 partitioned inbox has partitions up to the expiry of a claim made now and
 nothing waiting in its DEFAULT partition; the Alembic revisions are current
 where inboxguard's revisions manage the tables; every replay window the
-workers discover fits inside its inbox's evidence horizon; and the
-framework's own start-up check passes. Exit status: 0 every check passed
+workers discover fits inside its inbox's evidence horizon; on RabbitMQ,
+each queue a guarded Celery task is routed to declares a dead-letter exchange
+whose dead-letter queue exists (checked passively); and the framework's own
+start-up check passes. Exit status: 0 every check passed
 (warnings allowed), 1 a check failed, 2 ``--app`` cannot be loaded.
 """
 
@@ -104,6 +106,8 @@ def run_checks(found: Discovery) -> Iterator[Check]:
                 yield from _partitions(inbox)
             yield from _revisions(inbox)
     yield from _windows(found)
+    for status, detail in found.dead_letters():
+        yield Check("dead-letter", status, detail)
     if every_reachable:
         yield _startup(found)
     else:

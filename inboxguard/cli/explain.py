@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from inboxguard import CommandExplanation, RedisInbox, explain
 from inboxguard.cli._args import add_json
 from inboxguard.cli._command import run_on_inbox
-from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human
+from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human, plain
 from inboxguard.cli._redis import add_inbox_target
 
 __all__ = ["register"]
@@ -57,7 +57,11 @@ def _run(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
         hash_tag=args.hash_tag,
     )
     if args.json:
-        emit_json(found)
+        shown = plain(found)
+        if shown["evidence"] is not None:
+            # The same name as each quarantine record's; "digest" stays for old scripts.
+            shown["evidence"]["stored_digest"] = shown["evidence"]["digest"]
+        emit_json(shown)
     else:
         _print(found)
     return EXIT_OK

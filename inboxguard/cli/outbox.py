@@ -1,7 +1,8 @@
 """``inboxguard outbox status|dispatch|retry-dead|compact``.
 
 The database comes from ``--db`` or ``$INBOXGUARD_DB_URL`` (the older
-``--url`` and ``$INBOXGUARD_DATABASE_URL`` still work; ``--table-prefix`` is
+``--url`` and ``$INBOXGUARD_DATABASE_URL`` still work, with a deprecation
+note; ``--table-prefix`` is
 ``--prefix``). ``--json`` prints JSON. ``dispatch`` needs a transport: ``--transport
 module:name`` names a transport callable, or a zero-argument factory that
 returns one (so the broker connection is built in the dispatcher's process).
@@ -17,7 +18,6 @@ import datetime as dt
 import inspect
 import json
 import logging
-import os
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -30,9 +30,6 @@ from inboxguard.errors import ConfigurationError
 from inboxguard.outbox import Dispatcher, DispatchStats, Outbox, OutboxMessage
 
 __all__ = ["load_transport", "print_transport", "register"]
-
-#: The outbox commands' older variable, read when ``$INBOXGUARD_DB_URL`` is unset.
-_OLD_ENV_URL = "INBOXGUARD_DATABASE_URL"
 
 
 def register(subparsers: Any) -> None:
@@ -81,8 +78,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_database(parser, "outbox")
     parser.add_argument("--table-prefix", dest="prefix", help=argparse.SUPPRESS)
     add_json(parser)
-    if parser.get_default("db") is None:
-        parser.set_defaults(db=os.environ.get(_OLD_ENV_URL))
 
 
 def _command(action: Any, *, read_only: bool) -> Any:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -184,9 +186,9 @@ def _print_detail(found: QuarantineDetail) -> None:
             ("first_seen_at", r.first_seen_at),
             ("last_seen_at", r.last_seen_at),
             ("occurrences", r.occurrences),
-            ("details", "kept" if r.details else None),
         ]
     )
+    _print_message(r.details)
     for a in found.actions:
         print(f"{a.action}d by {a.actor} at {human(a.acted_at)}: {a.reason}")
         if a.evidence_digest:
@@ -195,6 +197,33 @@ def _print_detail(found: QuarantineDetail) -> None:
         print(
             f"replayed to {p.destination} by {p.replayed_by} at {human(p.replayed_at)}: {p.reason}"
         )
+
+
+#: The parts of a kept message an operator reads first: the payload and how it came.
+_FIRST = ("body", "args", "kwargs", "headers", "properties")
+_PAYLOAD = frozenset({"body", "args", "kwargs"})
+
+
+def _print_message(details: Mapping[str, Any] | None) -> None:
+    """The message the adapter kept, one part a line as JSON; the payload
+    (body, arguments) whole, any other mapping one entry a line below its name."""
+    if not details:
+        print("message: not kept (the guard was given no details=)")
+        return
+    print("message:")
+    order = [k for k in _FIRST if k in details] + sorted(k for k in details if k not in _FIRST)
+    for key in order:
+        value = details[key]
+        if isinstance(value, Mapping) and value and key not in _PAYLOAD:
+            print(f"  {key}:")
+            for name in sorted(value, key=str):
+                print(f"    {name}: {_json(value[name])}")
+        else:
+            print(f"  {key}: {_json(value)}")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(plain(value), sort_keys=True, default=str, ensure_ascii=False)
 
 
 def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:

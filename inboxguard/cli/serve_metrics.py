@@ -1,14 +1,18 @@
 """``inboxguard serve-metrics``: the database-derived gauges on a Prometheus endpoint.
 
     inboxguard serve-metrics --db URL --port 9464 [--host 127.0.0.1] [--horizon 30d]
+    inboxguard serve-metrics --app proj.worker:app --port 9464
 
 For deployments whose workers cannot expose metrics themselves: each scrape
 reads the inboxguard tables once (``inboxguard.stats``) and reports evidence
 rows and the oldest evidence's age per consumer (against ``--horizon``, the
 retention horizon, when given), open quarantine records, the outbox backlog,
 its oldest unsent row's age and dead rows, effects by state and the oldest
-``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed. Needs
-the ``prometheus`` extra; the database URL is never printed.
+``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed. With
+``--app`` (a Celery app, Dramatiq broker or Inbox, as ``doctor`` takes it)
+the horizon, the database and the table prefix are the application's inbox's,
+unless ``--horizon``, ``--db`` or ``--prefix`` say otherwise. Needs the
+``prometheus`` extra; the database URL is never printed.
 """
 
 from __future__ import annotations
@@ -26,13 +30,19 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from inboxguard import stats
-from inboxguard.cli._args import add_database, positive_int
+from inboxguard.cli._app import resolve_object
+from inboxguard.cli._args import DB_ENV, add_database, database_url, positive_int
 from inboxguard.cli._duration import parse_duration
+from inboxguard.cli._output import UsageError
+from inboxguard.cli._windows import DEFAULT_APP_ATTRS, discover
+from inboxguard.errors import ConfigurationError
 
 __all__ = ["database_collector", "register"]
 
 logger = logging.getLogger("inboxguard.metrics")
 
+#: ``--prefix``'s default (see ``add_database``).
+DEFAULT_PREFIX = "inboxguard_"
 _EXTRA = "serve-metrics needs the 'prometheus' extra: pip install 'inboxguard[prometheus]'"
 
 
@@ -46,6 +56,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--horizon", type=parse_duration, help="the inbox's retention horizon, e.g. 30d"
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="your Celery app, Dramatiq broker or Inbox: its inbox gives the horizon, the"
+        " database and the prefix (each unless given)",
     )
     parser.set_defaults(func=_serve)
 
@@ -133,18 +149,44 @@ def _families(family: Any, reading: Any, horizon: dt.timedelta | None) -> Iterat
         yield from (states, unknown)
 
 
+def _target(args: argparse.Namespace) -> tuple[Engine, str, dt.timedelta | None]:
+    """The engine, table prefix and horizon to report, from the options and
+    the inbox of ``--app`` (the options win)."""
+    url = database_url(args)
+    if not args.app:
+        if not url:
+            raise UsageError(f"give --db URL (or set {DB_ENV}), or --app MODULE:ATTR")
+        return create_engine(url), args.prefix, args.horizon
+    inboxes = discover(resolve_object(args.app, default_attrs=DEFAULT_APP_ATTRS), args.app).inboxes
+    if not inboxes:
+        raise UsageError(f"--app {args.app!r} guards nothing with an inbox")
+    inbox = inboxes[0]
+    if len(inboxes) > 1:
+        logger.warning(
+            "serve-metrics: --app %s has %d inboxes; reporting the first (prefix %s)",
+            args.app,
+            len(inboxes),
+            inbox.table_prefix,
+        )
+    engine = create_engine(url) if url else inbox.engine
+    given_prefix = args.prefix != DEFAULT_PREFIX
+    prefix = args.prefix if given_prefix else inbox.table_prefix
+    return engine, prefix, args.horizon or inbox.retention.horizon
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         from prometheus_client import CollectorRegistry, start_http_server  # noqa: PLC0415
     except ImportError:
         print(f"inboxguard: {_EXTRA}", file=sys.stderr)
         return 2
-    if not args.db:
-        print("inboxguard: give --db URL (or set INBOXGUARD_DB_URL)", file=sys.stderr)
+    try:
+        engine, prefix, horizon = _target(args)
+    except (ConfigurationError, UsageError) as error:
+        print(f"inboxguard: serve-metrics: {error}", file=sys.stderr)
         return 2
-    engine = create_engine(args.db)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(database_collector(engine, args.prefix, args.horizon))
+    registry.register(database_collector(engine, prefix, horizon))
     server, _ = start_http_server(args.port, addr=args.host, registry=registry)
     print(
         f"inboxguard: serving metrics on http://{args.host}:{server.server_port}/metrics",

@@ -21,7 +21,16 @@ from sqlalchemy.engine import Engine
 
 from inboxguard.dashboard._history import History, chart
 from inboxguard.dashboard._security import Stop, cross_site, problem_with, secured
-from inboxguard.dashboard._views import MAX_QUERY, age, overview, pretty, search, shown, when
+from inboxguard.dashboard._views import (
+    MAX_QUERY,
+    age,
+    as_json,
+    overview,
+    pretty,
+    search,
+    shown,
+    when,
+)
 from inboxguard.errors import ConfigurationError, InboxGuardError
 from inboxguard.operations import (
     quarantine_show,
@@ -67,7 +76,7 @@ def build_app(
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(age=age, when=when, shown=shown, pretty=pretty)
+    env.filters.update(age=age, when=when, shown=shown, pretty=pretty, as_json=as_json)
     site = _Site(engine, env, token, table_prefix, horizon, History())
     routes = [
         Route("/", site.front),

@@ -153,6 +153,13 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
 
 
+def as_json(value: Any, limit: int = 2000) -> str:
+    """A stored JSON value on one line, as JSON (``null``, ``true``, quoted
+    strings), cut at ``limit``; the template escapes it."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def shown(value: Any, limit: int = 2000) -> str:
     """A stored value as text (escaped by the template), cut at ``limit``."""
     text = value if isinstance(value, str) else repr(value)

@@ -173,14 +173,24 @@ class FaultKit:
         self, handler: Any, message: Message, *, sent_at_key: str | None = None, **ids: str
     ) -> CaseRecord:
         """Deliver, let the retention horizon pass and purge, then replay the
-        message. With ``sent_at_key`` the kit stamps the first delivery's time
-        into that field of both copies (your handler passes it to the guard as
-        ``sent_at=``), so the inbox can refuse the late replay."""
+        message, both copies carrying the first delivery's time as their sent
+        time, so the inbox can refuse the late replay. A Celery task or a
+        Dramatiq actor gets it where its adapter reads it (the
+        ``x-inbox-sent-at`` header, the message timestamp); for a plain
+        function ``sent_at_key`` names the message field the kit writes it
+        into (your handler passes it to the guard as ``sent_at=``).
+
+        Raises:
+            ConfigurationError: no ``sent_at_key`` and the handler cannot carry
+                a sent time (a plain function, an unguarded task or actor).
+        """
         clock = self._needs_clock("replay_after_retention")
         first_sent = clock()
+        target, record = self._start("replay after retention", handler, ids)
         if sent_at_key is not None:
             message = {**message, sent_at_key: first_sent.isoformat()}
-        target, record = self._start("replay after retention", handler, ids)
+        else:
+            target.stamp(first_sent)
         lock = threading.Lock()
         with self.tap.armed():
             record.outcomes += self._settle(target, message, record, lock)

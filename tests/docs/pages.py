@@ -72,6 +72,21 @@ def prose_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+_EXAMPLE_MARK = re.compile(
+    r"^<!-- example: (?P<file>[\w.-]+\.(?:py|ini))(?::(?P<section>[\w-]+))? -->$"
+)
+
+
+def example_mark(block: Block) -> tuple[str, str | None] | None:
+    """(file, section) of the ``<!-- example: FILE[:section] -->`` line right
+    before ``block``'s fence, else None: the block shows that sample inline."""
+    if block.line < 2:
+        return None
+    lines = block.path.read_text(encoding="utf-8").splitlines()
+    match = _EXAMPLE_MARK.match(lines[block.line - 2].strip())
+    return (match["file"], match["section"]) if match else None
+
+
 _SNIPPET = re.compile(r'^--8<-- "examples/(?P<file>[\w.-]+\.py)(?::(?P<section>[\w-]+))?"$')
 _MARKER = re.compile(r"^\s*# --8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]\s*$")
 

@@ -1,13 +1,21 @@
-"""Code in the docs is never inline: every Python sample is a file the suite runs.
+"""Every sample the docs show is a file the suite runs, and the page carries
+its text, so a page reads as plain Markdown (in a clone, on a code host, in
+an editor) and cannot drift from the sample.
 
 Rules, over README.md and every page under docs/ (new pages included):
 
-- A fenced Python block (``python``, ``py``, ``pycon``...) holds only snippet
-  includes, ``--8<-- "examples/<file>.py"`` or ``...<file>.py:<section>"``,
-  of files under docs/examples/ (tests/docs/test_examples.py runs them).
-- README.md is read on GitHub, which does not expand includes, so its Python
-  blocks carry the text itself, announced by ``<!-- example: <file>.py -->``
-  on the line before the fence, and must equal that file byte for byte.
+- A fenced Python block (``python``, ``py``, ``pycon``...) shows a file of
+  docs/examples/ (tests/docs/test_examples.py runs them): announced by
+  ``<!-- example: <file>.py -->`` (or ``<file>.py:<section>``, one
+  ``# --8<-- [start:<section>]`` ... ``[end:<section>]`` part of it) on the
+  line before the fence, its body equal to that file or section byte for
+  byte, section marker lines left out. Any fenced block so announced (the
+  ``ini`` of migrations.md too) is held to the same rule.
+- The older form, a block holding only snippet includes
+  (``--8<-- "examples/<file>.py[:section]"``), is still accepted (the site
+  expands it) so pages written that way keep building, except in README.md,
+  which the code host shows unexpanded; test_pages_show_samples_inline
+  reports each such block as a warning with the line to write instead.
 - Every fence names its language (``text`` for output and diagrams), so no
   Python hides in an untagged block.
 - Shell blocks: each line that runs ``inboxguard ...`` must be accepted by the
@@ -23,41 +31,63 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import shlex
+import warnings
 
 import pytest
 
 from inboxguard.cli import build_parser
-from tests.docs.pages import EXAMPLES, ROOT, blocks, example_text, pages, snippet
+from tests.docs.pages import EXAMPLES, ROOT, blocks, example_mark, example_text, pages, snippet
 
 PYTHON = {"python", "py", "python3", "py3", "pycon", "ipython"}
 SHELL = {"sh", "bash", "shell", "console", "zsh"}
-_README_MARK = re.compile(r"^<!-- example: (?P<file>[\w.-]+\.py)(?::(?P<section>[\w-]+))? -->$")
 
 
-def test_python_blocks_are_snippet_includes() -> None:
-    """No fenced Python block in the docs carries code of its own."""
+def _is_include_only(body: tuple[str, ...]) -> bool:
+    lines = [line for line in body if line.strip()]
+    return bool(lines) and all(snippet(line) is not None for line in lines)
+
+
+def test_python_blocks_show_a_sample_verbatim() -> None:
+    """Each Python block (and each announced block) equals the sample it names."""
     offenders = []
     for page in pages():
-        lines = page.read_text(encoding="utf-8").splitlines()
+        readme = page.name == "README.md" and page.parent == ROOT
         for block in blocks(page):
+            mark = example_mark(block)
+            if mark is not None:
+                if not (EXAMPLES / mark[0]).is_file():
+                    offenders.append(f"{block.where}: no docs/examples/{mark[0]}")
+                elif block.text != example_text(*mark):
+                    shown = mark[0] + (f":{mark[1]}" if mark[1] else "")
+                    offenders.append(f"{block.where}: differs from docs/examples/{shown}")
+                continue
             if block.lang not in PYTHON:
                 continue
-            if page.name == "README.md" and page.parent == ROOT:
-                mark = _README_MARK.match(lines[block.line - 2].strip()) if block.line > 1 else None
-                if mark is None:
-                    offenders.append(
-                        f"{block.where}: no <!-- example: FILE.py --> before the fence"
-                    )
-                elif block.text != example_text(mark["file"], mark["section"]):
-                    offenders.append(f"{block.where}: differs from docs/examples/{mark['file']}")
-                continue
-            for line in block.body:
-                if line.strip() and snippet(line) is None:
-                    offenders.append(f"{block.where}: inline code {line.strip()!r}")
-                    break
-    assert not offenders, "move the code into docs/examples/:\n" + "\n".join(offenders)
+            if _is_include_only(block.body) and not readme:
+                continue  # the older form, reported by test_pages_show_samples_inline
+            offenders.append(
+                f"{block.where}: Python without <!-- example: FILE.py --> before the fence"
+                " (put the code in docs/examples/FILE.py and paste it here)"
+            )
+    assert not offenders, "\n".join(offenders)
+
+
+def test_pages_show_samples_inline() -> None:
+    """Report (as warnings, never a failure) blocks that still include their
+    sample instead of showing it: they read as a bare include in a clone."""
+    for page in pages():
+        for block in blocks(page):
+            if example_mark(block) is None and _is_include_only(block.body):
+                spec = snippet(next(line for line in block.body if line.strip()))
+                assert spec is not None
+                name = spec[0] + (f":{spec[1]}" if spec[1] else "")
+                warnings.warn(
+                    f"{block.where}: an include; write <!-- example: {name} --> before the"
+                    " fence and the sample's text inside it",
+                    UserWarning,
+                    stacklevel=1,
+                )
 
 
 def test_every_fence_names_its_language() -> None:
@@ -70,23 +100,24 @@ def _included() -> set[str]:
     found = set()
     for page in pages():
         for block in blocks(page):
+            mark = example_mark(block)
+            if mark is not None:
+                found.add(mark[0])
             for line in block.body:
                 spec = snippet(line)
                 if spec:
                     found.add(spec[0])
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    found |= {m["file"] for line in readme if (m := _README_MARK.match(line.strip()))}
     return found
 
 
 def test_every_include_exists_and_every_example_is_shown() -> None:
-    """Includes point at real files; no example sits in docs/examples/ unseen."""
+    """Marks and includes point at real files; no example sits in docs/examples/ unseen."""
     included = _included()
     missing = sorted(f for f in included if not (EXAMPLES / f).is_file())
-    assert not missing, f"included but not in docs/examples/: {missing}"
+    assert not missing, f"shown but not in docs/examples/: {missing}"
     shown = {p.name for p in EXAMPLES.glob("*.py")}
     unseen = sorted(shown - included)
-    assert not unseen, f"docs/examples/ files no page includes: {unseen}"
+    assert not unseen, f"docs/examples/ files no page shows: {unseen}"
 
 
 def _inboxguard_lines() -> list[tuple[str, list[str]]]:

@@ -164,6 +164,11 @@ async def main():
     await engine.dispose()
 
 asyncio.run(main())
+# The extra brings the `faststream run` command (FastStream's cli extra).
+import subprocess, sys
+subprocess.run(
+    [sys.executable, "-m", "faststream", "run", "--help"], check=True, capture_output=True
+)
 """
 
 KAFKA = """

@@ -63,7 +63,7 @@ from inboxguard.adapters._delivery import (
 )
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal_async
 from inboxguard.adapters._guarantees import register_consumer
-from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._transaction import transaction_async
@@ -224,7 +224,9 @@ class _Runner:
                 details=details,
             ) as entry,
         ):
-            if not entry.duplicate:
+            if entry.duplicate:
+                log_duplicate(logger, self.consumer, cid, "the message")
+            else:
                 entry.result = await self.handler(body, message)
 
     async def record(self, error: Exception, refused: Refused, reason: str | None) -> bool:

@@ -13,6 +13,7 @@ or whose replay windows outlive an inbox's evidence horizon.
 
 from __future__ import annotations
 
+from inboxguard.adapters.celery._dead_letters import dead_letter_findings
 from inboxguard.adapters.celery._decorator import inbox_task
 from inboxguard.adapters.celery._startup import (
     REPLAY_WINDOWS_SETTING,
@@ -32,6 +33,7 @@ __all__ = [
     "ReplayWindows",
     "check_alignment",
     "check_worker",
+    "dead_letter_findings",
     "inbox_task",
     "install_receivers",
     "replay_windows",

@@ -18,6 +18,7 @@ from inboxguard.adapters._startup_checks import log_alignment_passed, require_ta
 from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
+from inboxguard.adapters.celery._quiet import install_filter
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
 
 __all__ = [
@@ -171,15 +172,22 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         raise SystemExit(1) from exc
     found = replay_windows(app)
     checked = [
-        (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
+        (name, length, _named(item, item.sources[name]), item.inbox.retention.horizon)
         for item in found
         for name, length in item.windows.items()
     ]
     log_alignment_passed("Celery", len(found), checked)
 
 
+def _named(item: ReplayWindows, source: str) -> str:
+    """``source`` naming its task once (some sources already start with it)."""
+    return source if item.task in source else f"task {item.task}: {source}"
+
+
 def install_receivers() -> None:
-    """Connect the publish stamp and the start-up check (idempotent)."""
+    """Connect the publish stamp and the start-up check, and keep Celery from
+    logging a refusal the task already logged (idempotent)."""
+    install_filter()
     signals.before_task_publish.connect(
         stamp_sent_at, weak=False, dispatch_uid="inboxguard.celery.stamp_sent_at"
     )

@@ -20,6 +20,7 @@ from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._outcome import (
     Outcome,
+    log_duplicate,
     log_refusal,
     log_requeued,
     out_of_attempts,
@@ -34,6 +35,7 @@ from inboxguard.adapters.celery._options import (
     check_declared,
     task_function,
 )
+from inboxguard.adapters.celery._quiet import logged
 from inboxguard.errors import ConfigurationError, InboxGuardError
 
 __all__ = ["SENT_AT_HEADER", "InboxTask"]
@@ -194,8 +196,15 @@ class InboxTask(Task):  # type: ignore[misc]
             log_requeued(logger, exc, f"task {self.name} ({self.request.id})")
             self._retry_later(exc, retries, beyond_limit=True)
         if outcome.refused:
-            log_refusal(logger, exc, details)  # unless the guard quarantined it
-            raise Reject(_reason(exc), requeue=False) from exc
+            log_refusal(
+                logger,
+                exc,
+                details,
+                consumer=self._consumer(),
+                command_id=command_id,
+                done=_REJECTED,
+            )
+            raise logged(Reject(_reason(exc), requeue=False)) from exc
         if outcome.exhausted:
             msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
             raise Reject(msg, requeue=False) from exc
@@ -261,7 +270,7 @@ class InboxTask(Task):  # type: ignore[misc]
             details=details,
         ) as entry:
             if entry.duplicate:
-                logger.info("task %s: command %s already processed; skipped", self.name, command_id)
+                log_duplicate(logger, self._consumer(), command_id, f"task {self.name}:")
                 return entry.result
             entry.result = self.run(*args, **kwargs)
             return entry.result
@@ -341,6 +350,9 @@ class InboxTask(Task):  # type: ignore[misc]
             found = self._inbox_user_fn = (fn, skip) if fn is not None else (self.run, 0)
         return found
 
+
+#: What the worker does with a refused delivery, as its log line says.
+_REJECTED = "quarantined, then rejected without requeue (dead-lettered)"
 
 _STAMP = (
     "publish the task from a process that imports inboxguard.adapters.celery (its"

@@ -23,9 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from inboxguard import ConfigurationError, Inbox
 from inboxguard.adapters._evidence import Refused, record_refusal_async
-from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._transaction import transaction_async
-from inboxguard.adapters.dramatiq._guard import GuardCore
+from inboxguard.adapters.dramatiq._guard import GuardCore, logger
 
 __all__ = [
     "AsyncGuard",
@@ -82,6 +82,7 @@ class AsyncGuard(GuardCore):
             ) as entry,
         ):
             if entry.duplicate:
+                log_duplicate(logger, self.consumer, given.command_id, f"actor {self.actor_name}:")
                 return entry.result
             entry.result = result = await self.fn(*args, **kwargs)
         return result

@@ -11,11 +11,12 @@ inputs of the guard and the mapping of a failure to what Dramatiq must do.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,7 +30,13 @@ from inboxguard._core import faults
 from inboxguard._core.extract import Getter, payload_of
 from inboxguard.adapters._delivery import judged_from
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
-from inboxguard.adapters._outcome import Outcome, log_requeued, outcome_of
+from inboxguard.adapters._outcome import (
+    Outcome,
+    log_duplicate,
+    log_refusal,
+    log_requeued,
+    outcome_of,
+)
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import AnyInbox, transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
@@ -111,6 +118,17 @@ class GuardCore:
         self.get_id = get_id
         self.exclude = exclude
         self.busy_delay_ms = max(1, int(busy_delay.total_seconds() * 1000))
+
+    @contextlib.contextmanager
+    def delivering(self, message: MessageProxy) -> Iterator[None]:
+        """Calls to the actor inside this block are the worker's delivery of
+        ``message`` (its sent time and options are read), as the middleware
+        would mark it; the testing kit uses it to replay a stamped message."""
+        token = current_message.set(message)
+        try:
+            yield
+        finally:
+            current_message.reset(token)
 
     def message(self) -> MessageProxy | None:
         """The message being processed, or None for a direct call."""
@@ -219,6 +237,14 @@ class GuardCore:
                 _one_more_attempt(message)
             return retry
         if outcome.refused:
+            if message is not None:
+                log_refusal(
+                    logger,
+                    error,
+                    self.details(message, (), {}),
+                    consumer=self.consumer,
+                    done="quarantined, then failed as a declared error (dead-lettered)",
+                )
             _throw_on_message(message, error, self.broker)
             return error
         if outcome.failed:
@@ -304,6 +330,7 @@ class GuardedFn(GuardCore):
             ) as entry,
         ):
             if entry.duplicate:
+                log_duplicate(logger, self.consumer, given.command_id, f"actor {self.actor_name}:")
                 return entry.result
             entry.result = result = self.fn(*args, **kwargs)
         faults.reach(faults.FaultPoint.BEFORE_ACK, given.command_id)

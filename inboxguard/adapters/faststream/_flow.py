@@ -22,7 +22,7 @@ from inboxguard._core import headers as _headers
 from inboxguard.adapters._delivery import Delivery as _Message
 from inboxguard.adapters._delivery import message_key
 from inboxguard.adapters._evidence import Refused, command_id_of
-from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Step
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
@@ -112,7 +112,9 @@ class Delivery:
                 transaction_async(session, guard.inbox, options.consumer, cid),
                 guard.inbox.guard_async(session, **arguments) as entry,
             ):
-                if not entry.duplicate:
+                if entry.duplicate:
+                    log_duplicate(logger, options.consumer, cid, "the message")
+                else:
                     entry.result = await call_next(self.msg)
             return entry.result
         assert guard.session_factory is not None  # one of the two, checked at construction
@@ -120,7 +122,9 @@ class Delivery:
             transaction(guard.inbox, guard.session_factory, options.consumer, cid) as sync_session,
             guard.inbox.guard(sync_session, **arguments) as entry,
         ):
-            if not entry.duplicate:
+            if entry.duplicate:
+                log_duplicate(logger, options.consumer, cid, "the message")
+            else:
                 entry.result = await call_next(self.msg)
         return entry.result
 

@@ -68,7 +68,7 @@ from inboxguard.adapters._delivery import (
 )
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._guarantees import register_consumer
-from inboxguard.adapters._outcome import Outcome
+from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import AnyInbox, transaction
@@ -242,7 +242,9 @@ class _Runner:
                 details=details,
             ) as entry,
         ):
-            if not entry.duplicate:
+            if entry.duplicate:
+                log_duplicate(logger, self.consumer, cid, "the message")
+            else:
                 entry.result = self.handler(body, message)
 
 
