@@ -29,6 +29,8 @@ MODULES = (
     "inboxguard.adapters.kombu",
     "inboxguard.adapters.aio_pika",
     "inboxguard.adapters.faststream",
+    "inboxguard.adapters.kafka",
+    "inboxguard.adapters.orch8",
     "inboxguard.django",
     "inboxguard.testing",
     "inboxguard.migrations",

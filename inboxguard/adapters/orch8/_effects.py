@@ -61,9 +61,8 @@ async def execute_effect(
     synchronous; the event loop keeps heartbeating meanwhile). ``lease`` is
     the ledger's (its default when None).
 
-    Raises:
-        Whatever ``EffectLedger.execute`` raises, and InvalidCommandError
-        from :func:`effect_key`.
+    It raises whatever ``EffectLedger.execute`` raises, and the
+    ``InvalidCommandError`` of :func:`effect_key`.
     """
     key = effect_key(task, effect)
     options: dict[str, Any] = {"exclude": tuple(exclude)}
