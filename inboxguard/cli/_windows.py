@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard import Inbox
+from inboxguard import InboxStore, SqlInboxStore, is_inbox_store, is_sql_store
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["DEFAULT_APP_ATTRS", "Discovery", "Found", "discover"]
@@ -29,7 +29,7 @@ class Found:
     """The windows through which one guarded handler's messages come back."""
 
     handler: str
-    inbox: Inbox
+    inbox: InboxStore
     windows: tuple[tuple[str, dt.timedelta, str], ...]
 
 
@@ -43,12 +43,17 @@ class Discovery:
     startup_check: Callable[[], None]
 
     @property
-    def inboxes(self) -> list[Inbox]:
+    def inboxes(self) -> list[InboxStore]:
         """Each distinct inbox of the application."""
-        unique: dict[int, Inbox] = {}
+        unique: dict[int, InboxStore] = {}
         for item in self.found:
             unique.setdefault(id(item.inbox), item.inbox)
         return list(unique.values())
+
+    @property
+    def sql_inboxes(self) -> list[SqlInboxStore]:
+        """Each distinct inbox whose evidence lives in a database's tables."""
+        return [inbox for inbox in self.inboxes if is_sql_store(inbox)]
 
 
 def discover(obj: Any, spec: str) -> Discovery:
@@ -59,7 +64,7 @@ def discover(obj: Any, spec: str) -> Discovery:
             broker with an InboxMiddleware, or an Inbox; or the adapter's
             discovery refuses the configuration.
     """
-    if isinstance(obj, Inbox):
+    if is_inbox_store(obj):
         return Discovery("inbox", (Found("(declared)", obj, ()),), obj.check_schema)
     top = type(obj).__module__.split(".")[0]
     if top == "celery" and hasattr(obj, "tasks"):

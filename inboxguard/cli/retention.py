@@ -13,6 +13,7 @@ import datetime as dt
 import sys
 from typing import Any
 
+from inboxguard import is_sql_store
 from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
@@ -215,7 +216,7 @@ def app_windows(
             {
                 "handler": item.handler,
                 "framework": found.framework,
-                "table_prefix": item.inbox.table_prefix,
+                "table_prefix": item.inbox.table_prefix if is_sql_store(item.inbox) else None,
                 "horizon": horizon,
                 "declared": [
                     {"window": r.window, "length": r.length, "source": r.source}

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
-from inboxguard._core.guarantee import Guarantee
+from inboxguard._core.guarantee import Guarantee, Setting
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
@@ -48,6 +48,7 @@ from inboxguard.inbox._quarantine import (
 )
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
+from inboxguard.inbox._store import StoreCapabilities
 from inboxguard.sql.dialects.postgresql.partitions import Granularity, check_granularity
 from inboxguard.sql.errors import INBOX_SCHEMA
 from inboxguard.sql.schema import check_tables
@@ -140,6 +141,31 @@ class Inbox:
         return (
             f"<Inbox {self.engine.url.render_as_string()} {self.table_prefix!r} {self.retention}>"
         )
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """A SQL store: sessions (sync and async), batch claims unless
+        partitioned (see :class:`~inboxguard.StoreCapabilities`)."""
+        partitioned = self._partitions is not None
+        return StoreCapabilities(
+            store="sql",
+            local="db",
+            transaction="session",
+            async_guard=True,
+            async_sessions=True,
+            batch=not partitioned,
+            partitioning=partitioned,
+        )
+
+    def transaction_boundary(self) -> tuple[str, dict[str, Setting]]:
+        """The guarantee table's boundary: one transaction of this database."""
+        database = self.engine.dialect.name
+        table = self.tables.inbox.name
+        text = (
+            f"one {database} transaction: the evidence row in {table} commits with the"
+            " handler's writes, or neither does"
+        )
+        return text, {"database": database, "inbox_table": table}
 
     # -- schema -------------------------------------------------------------------------
 

@@ -11,11 +11,10 @@ from urllib.parse import urlsplit
 
 from celery import signals
 
-from inboxguard import ConfigurationError, RetentionMisalignedError
+from inboxguard import ConfigurationError, InboxStore, RetentionMisalignedError
 from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
-from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
 from inboxguard.adapters.celery._task import SENT_AT_HEADER, InboxTask
@@ -47,7 +46,7 @@ REPLAY_WINDOWS_SETTING = "inboxguard_replay_windows"
 class ReplayWindows:
     """Windows through which one inbox task's messages can come back."""
 
-    inbox: AnyInbox
+    inbox: InboxStore
     task: str
     windows: dict[str, dt.timedelta]
     #: Where each window was found, by window name.
@@ -143,7 +142,7 @@ def check_worker(app: Any) -> None:
             inbox's tables are missing.
         RetentionMisalignedError: a replay window outlives the horizon.
     """
-    inboxes: dict[int, AnyInbox] = {}
+    inboxes: dict[int, InboxStore] = {}
     for name in sorted(app.tasks):
         task = app.tasks[name]
         if isinstance(task, InboxTask):

@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
-from inboxguard import QuarantineReason
+from inboxguard import InboxStore, QuarantineReason
 from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
 from inboxguard._core.guarantee import Guarantee
@@ -26,7 +26,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import AnyInbox, transaction
+from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
@@ -87,7 +87,7 @@ class InboxTask(Task):  # type: ignore[misc]
     acks_on_failure = False
     acks_on_timeout = False
     #: The inbox the claims are recorded in.
-    inbox: AnyInbox | None = None
+    inbox: InboxStore | None = None
     #: Zero-argument callable returning a new SQLAlchemy ``Session``.
     inbox_session_factory: Callable[[], Any] | None = None
     #: The command ID: a callable over the task's arguments, or an argument name.
@@ -242,7 +242,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def _claim_and_run(
         self,
-        inbox: AnyInbox,
+        inbox: InboxStore,
         session: Any,
         command_id: Any,
         payload: Any,
@@ -300,7 +300,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     # -- configuration -----------------------------------------------------------------
 
-    def _require_setup(self) -> tuple[AnyInbox, Callable[[], Any]]:
+    def _require_setup(self) -> tuple[InboxStore, Callable[[], Any]]:
         factory = _option(self, "inbox_session_factory")
         if self.inbox is None or factory is None:
             msg = (

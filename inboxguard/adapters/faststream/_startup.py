@@ -26,7 +26,7 @@ from inboxguard.adapters.faststream._options import (
     options_for,
 )
 from inboxguard.errors import ConfigurationError
-from inboxguard.inbox import Inbox
+from inboxguard.inbox import InboxStore
 
 __all__ = ["Window", "check_subscribers", "replay_windows"]
 
@@ -184,7 +184,7 @@ def check_ack_policy(sub: Any) -> None:
 
 
 def check_subscribers(
-    inbox: Inbox, subscribers: Iterable[Any], default: HandlerOptions
+    inbox: InboxStore, subscribers: Iterable[Any], default: HandlerOptions
 ) -> list[tuple[str, str]]:
     """Claim each handler's consumer name; return ``(handler, consumer)`` pairs.
 
@@ -205,7 +205,7 @@ def check_subscribers(
     return claimed
 
 
-def check_tables(inbox: Inbox) -> None:
+def check_tables(inbox: InboxStore) -> None:
     """Refuse a database without the inbox's tables (see ``require_tables``)."""
     require_tables(inbox)
 
