@@ -41,7 +41,7 @@ __all__ = ["SENT_AT_HEADER", "InboxTask"]
 logger = logging.getLogger("inboxguard.celery")
 
 #: Message header holding the ISO-8601 UTC time the task was first published
-#: (``x-inbox-sent-at``; the legacy ``x-inboxguard-sent-at`` is read too).
+#: (``x-inbox-sent-at``).
 SENT_AT_HEADER = headers.SENT_AT
 #: First backoff step (seconds) of a retry after a busy claim or a transient error.
 DEFAULT_RETRY_BASE = 1.0

@@ -106,7 +106,7 @@ _STAMP = (
 )
 
 
-def guarded(  # noqa: PLR0913 - the issue's signature
+def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     handler: Callable[[Any, Message], Any],
     inbox: InboxStore,
     *,
