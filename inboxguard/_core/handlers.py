@@ -15,18 +15,17 @@ Imports the standard library only.
 
 from __future__ import annotations
 
-import datetime as dt
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.guarantee import Guarantee, GuaranteeFact, Setting
+from inboxguard._core.retention import Window
 
 __all__ = [
     "HandlerFacts",
     "Registration",
-    "ReplayWindow",
     "add_preparer",
     "describe_command_id",
     "prepare",
@@ -34,15 +33,6 @@ __all__ = [
     "registered_inboxes",
     "registrations",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayWindow:
-    """A span in which a message can come back (``length`` None: unbounded)."""
-
-    name: str
-    length: dt.timedelta | None
-    source: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,8 +52,8 @@ class HandlerFacts:
     declared: Guarantee | None
     identity: Mapping[str, Setting]
     delivery: GuaranteeFact
-    windows: Sequence[ReplayWindow] = ()
-    retry_horizon: ReplayWindow | None = None
+    windows: Sequence[Window] = ()
+    retry_horizon: Window | None = None
     early_acks: Sequence[tuple[str, str]] = ()
     module_path_consumer: str | None = None
 

@@ -9,13 +9,13 @@ each was read, not only those declared on the policy.
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from inboxguard import InboxStore, SqlInboxStore, is_inbox_store, is_sql_store
+from inboxguard._core.retention import Window
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["DEFAULT_APP_ATTRS", "Discovery", "Found", "discover"]
@@ -30,7 +30,7 @@ class Found:
 
     handler: str
     inbox: InboxStore
-    windows: tuple[tuple[str, dt.timedelta, str], ...]
+    windows: tuple[Window, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ def _celery(app: Any) -> Discovery:
         Found(
             item.task,
             item.inbox,
-            tuple((n, length, item.sources[n]) for n, length in item.windows.items()),
+            item.as_windows(),
         )
         for item in adapter.replay_windows(app)
     )
@@ -103,7 +103,7 @@ def _dramatiq(broker: Any, spec: str) -> Discovery:
         raise ConfigurationError(msg)
     found: list[Found] = []
     for middleware in middlewares:
-        windows = tuple((w.name, w.length, w.source) for w in middleware.replay_windows(broker))
+        windows = tuple(middleware.replay_windows(broker))
         names = ", ".join(sorted(middleware.guarded)) or "(no guarded actor)"
         found.append(Found(names, middleware.inbox, windows))
 

@@ -225,16 +225,16 @@ def _revisions(inbox: SqlInboxStore) -> Iterator[Check]:
 def _windows(found: Discovery) -> Iterator[Check]:
     for item in found.found:
         horizon = item.inbox.retention.horizon
-        for name, length, source in item.windows:
-            if length > horizon:
+        for window in item.windows:
+            if window.bound > horizon:
                 detail = (
-                    f"{item.handler}: {name}={_fmt(length)} ({source}) outlives the evidence"
-                    f" horizon {_fmt(horizon)}"
+                    f"{item.handler}: {window.name}={_fmt(window.bound)} ({window.source})"
+                    f" outlives the evidence horizon {_fmt(horizon)}"
                 )
                 yield Check("retention", "fail", detail)
-        fitting = [w for w in item.windows if w[1] <= horizon]
+        fitting = [w for w in item.windows if w.bound <= horizon]
         if fitting and len(fitting) == len(item.windows):
-            names = ", ".join(f"{n}={_fmt(w)}" for n, w, _ in fitting)
+            names = ", ".join(f"{w.name}={_fmt(w.bound)}" for w in fitting)
             yield Check("retention", "ok", f"{item.handler}: {names} inside {_fmt(horizon)}")
         elif not item.windows:
             yield Check("retention", "ok", f"{item.handler}: no replay window discovered")

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from inboxguard import is_sql_store
-from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
+from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, Window, format_duration
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._duration import parse_duration, parse_window
@@ -211,7 +211,7 @@ def app_windows(
     for item in found.found:
         policy = item.inbox.retention
         horizon = policy.horizon
-        windows = [*item.windows, *extra]
+        windows = [*item.windows, *(Window(n, w, src) for n, w, src in extra)]
         groups.append(
             {
                 "handler": item.handler,
@@ -223,8 +223,13 @@ def app_windows(
                     for r in policy.explain()
                 ],
                 "discovered": [
-                    {"window": n, "length": w, "source": src, "fits": w <= horizon}
-                    for n, w, src in windows
+                    {
+                        "window": w.name,
+                        "length": w.bound,
+                        "source": w.source,
+                        "fits": w.bound <= horizon,
+                    }
+                    for w in windows
                 ],
             }
         )

@@ -13,7 +13,7 @@ from celery import signals
 
 from inboxguard import ConfigurationError, InboxStore, RetentionMisalignedError
 from inboxguard._core import headers as _headers
-from inboxguard._core.retention import format_duration
+from inboxguard._core.retention import Window, format_duration
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
@@ -52,11 +52,15 @@ class ReplayWindows:
     #: Where each window was found, by window name.
     sources: dict[str, str]
 
+    def as_windows(self) -> tuple[Window, ...]:
+        """Each window as a :class:`~inboxguard._core.retention.Window`."""
+        return tuple(Window(n, length, self.sources[n]) for n, length in self.windows.items())
+
 
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
     """``before_task_publish`` receiver: record when a task was first published.
 
-    An existing stamp (in either spelling) is kept, so a ``retry()`` (which
+    An existing stamp is kept, so a ``retry()`` (which
     re-sends the request's custom headers) carries the original publish time.
     """
     if isinstance(headers, dict) and _headers.sent_at_of(headers) is None:
@@ -170,7 +174,10 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         raise SystemExit(1) from exc
     found = replay_windows(app)
     checked = [
-        (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
+        (
+            Window(name, length, f"task {item.task}: {item.sources[name]}"),
+            item.inbox.retention.horizon,
+        )
         for item in found
         for name, length in item.windows.items()
     ]

@@ -29,6 +29,7 @@ from inboxguard import InboxStore
 from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
+from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
@@ -52,7 +53,7 @@ from inboxguard.adapters.dramatiq._guard import (
     SessionFactory,
     current_message,
 )
-from inboxguard.adapters.dramatiq._windows import Window, replay_windows
+from inboxguard.adapters.dramatiq._windows import replay_windows
 from inboxguard.errors import (
     ConfigurationError,
     InboxGuardError,
@@ -278,7 +279,7 @@ class InboxMiddleware(Middleware):
             if self.guarded:
                 require_tables(self.inbox)
             horizon = self.inbox.retention.horizon
-            checked = [(w.name, w.length, w.source, horizon) for w in self.replay_windows(broker)]
+            checked = [(w, horizon) for w in self.replay_windows(broker)]
             log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
@@ -304,7 +305,7 @@ class InboxMiddleware(Middleware):
             )
             raise ConfigurationError(msg)
         for window in self.replay_windows(broker):
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
 
     def replay_windows(self, broker: Broker) -> list[Window]:
         """The windows through which the guarded actors' messages can come

@@ -107,7 +107,7 @@ class InboxMiddleware:
         ConfigurationError: an argument that cannot keep the guarantees.
     """
 
-    def __init__(  # noqa: PLR0913 - the contract of issue 18 plus the retry settings
+    def __init__(  # noqa: PLR0913 - the guard's settings plus the retry settings
         self,
         inbox: InboxStore,
         *,
@@ -179,7 +179,7 @@ class InboxMiddleware:
         for window in replay_windows(
             subscribers, max_attempts=policy.max_attempts, retry_delay=self.retry_delay
         ):
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
         if self.windows:
             self.inbox.require_alignment("faststream: InboxMiddleware(windows=...)", **self.windows)
         check_tables(self.inbox)

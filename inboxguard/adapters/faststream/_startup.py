@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters.faststream._options import (
@@ -28,18 +28,9 @@ from inboxguard.adapters.faststream._options import (
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import InboxStore
 
-__all__ = ["Window", "check_subscribers", "replay_windows"]
+__all__ = ["check_subscribers", "replay_windows"]
 
 logger = logging.getLogger("inboxguard.faststream")
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One replay window: its name, its length and where it was read."""
-
-    name: str
-    length: dt.timedelta
-    source: str
 
 
 def replay_windows(
