@@ -9,6 +9,7 @@ watermarks).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -60,6 +61,17 @@ if TYPE_CHECKING:
 __all__ = ["Inbox"]
 
 R = TypeVar("R")
+#: What a SQL inbox can do, unpartitioned and partitioned.
+_PLAIN = StoreCapabilities(
+    store="sql",
+    local="db",
+    transaction="session",
+    async_guard=True,
+    async_sessions=True,
+    batch=True,
+    partitioning=False,
+)
+_PARTITIONED = dataclasses.replace(_PLAIN, batch=False, partitioning=True)
 #: What ``guard_batch(commands=...)`` takes.
 BatchCommands = Iterable["BatchCommand | tuple[str, object]"] | Mapping[str, object]
 
@@ -146,16 +158,7 @@ class Inbox:
     def capabilities(self) -> StoreCapabilities:
         """A SQL store: sessions (sync and async), batch claims unless
         partitioned (see :class:`~inboxguard.StoreCapabilities`)."""
-        partitioned = self._partitions is not None
-        return StoreCapabilities(
-            store="sql",
-            local="db",
-            transaction="session",
-            async_guard=True,
-            async_sessions=True,
-            batch=not partitioned,
-            partitioning=partitioned,
-        )
+        return _PARTITIONED if self._partitions is not None else _PLAIN
 
     def transaction_boundary(self) -> tuple[str, dict[str, Setting]]:
         """The guarantee table's boundary: one transaction of this database."""
