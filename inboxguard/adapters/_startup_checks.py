@@ -11,15 +11,16 @@ import logging
 from collections.abc import Iterable
 
 from inboxguard import InboxStore
-from inboxguard._core.retention import Window, format_duration
+from inboxguard._core.retention import format_duration
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["log_alignment_passed", "require_tables"]
 
 logger = logging.getLogger("inboxguard")
 
-#: One checked window and the horizon of the inbox it was checked against.
-CheckedWindow = tuple[Window, dt.timedelta]
+#: One checked window: its name, length, where it was found, and the horizon
+#: of the inbox it was checked against.
+CheckedWindow = tuple[str, dt.timedelta, str, dt.timedelta]
 
 
 def require_tables(inbox: InboxStore) -> None:
@@ -52,20 +53,20 @@ def log_alignment_passed(framework: str, guarded: int, windows: Iterable[Checked
             guarded,
         )
         return
-    window, horizon = max(checked, key=_share_of_horizon)
+    name, length, source, horizon = max(checked, key=_share_of_horizon)
     logger.info(
         "inboxguard: %s start-up checks passed: %d guarded handler(s), %d replay window(s)"
         " inside the evidence horizon; the closest, %s=%s (%s), fits inside %s",
         framework,
         guarded,
         len(checked),
-        window.name,
-        format_duration(window.bound),
-        window.source,
+        name,
+        format_duration(length),
+        source,
         format_duration(horizon),
     )
 
 
-def _share_of_horizon(checked: CheckedWindow) -> float:
-    window, horizon = checked
-    return window.bound.total_seconds() / max(horizon.total_seconds(), 1e-9)
+def _share_of_horizon(window: CheckedWindow) -> float:
+    _, length, _, horizon = window
+    return length.total_seconds() / max(horizon.total_seconds(), 1e-9)

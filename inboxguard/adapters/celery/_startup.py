@@ -174,10 +174,7 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         raise SystemExit(1) from exc
     found = replay_windows(app)
     checked = [
-        (
-            Window(name, length, f"task {item.task}: {item.sources[name]}"),
-            item.inbox.retention.horizon,
-        )
+        (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
         for item in found
         for name, length in item.windows.items()
     ]

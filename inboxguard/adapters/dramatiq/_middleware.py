@@ -279,7 +279,7 @@ class InboxMiddleware(Middleware):
             if self.guarded:
                 require_tables(self.inbox)
             horizon = self.inbox.retention.horizon
-            checked = [(w, horizon) for w in self.replay_windows(broker)]
+            checked = [(w.name, w.bound, w.source, horizon) for w in self.replay_windows(broker)]
             log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
