@@ -15,13 +15,13 @@ Imports the standard library only.
 
 from __future__ import annotations
 
-import datetime as dt
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.guarantee import Guarantee, GuaranteeFact, Setting
+from inboxguard._core.retention import Window
 
 __all__ = [
     "HandlerFacts",
@@ -36,13 +36,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayWindow:
-    """A span in which a message can come back (``length`` None: unbounded)."""
-
-    name: str
-    length: dt.timedelta | None
-    source: str
+#: :class:`~inboxguard._core.retention.Window` (the same class), under the
+#: name the handler facts' readers import.
+ReplayWindow = Window
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,8 +58,8 @@ class HandlerFacts:
     declared: Guarantee | None
     identity: Mapping[str, Setting]
     delivery: GuaranteeFact
-    windows: Sequence[ReplayWindow] = ()
-    retry_horizon: ReplayWindow | None = None
+    windows: Sequence[Window] = ()
+    retry_horizon: Window | None = None
     early_acks: Sequence[tuple[str, str]] = ()
     module_path_consumer: str | None = None
 

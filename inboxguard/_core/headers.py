@@ -15,10 +15,8 @@ __all__ = [
     "ATTEMPT",
     "COMMAND_ID",
     "DIGEST",
-    "LEGACY_SENT_AT",
     "RETRY_AT",
     "SENT_AT",
-    "SENT_AT_SPELLINGS",
     "is_reserved",
     "sent_at_of",
 ]
@@ -31,11 +29,6 @@ DIGEST = "x-inbox-digest"
 #: a consumer documents it); a consumer passes it as ``sent_at`` to refuse
 #: replays older than its evidence.
 SENT_AT = "x-inbox-sent-at"
-#: The spelling of :data:`SENT_AT` earlier Celery adapters stamped; still
-#: read, so that messages already in flight keep their age check.
-LEGACY_SENT_AT = "x-inboxguard-sent-at"
-#: Every spelling of the sent time a reader accepts, canonical first.
-SENT_AT_SPELLINGS = (SENT_AT, LEGACY_SENT_AT)
 #: Deliveries of one message through the retry path so far (the first is 1).
 ATTEMPT = "x-inbox-attempt"
 #: Epoch seconds before which a retried copy is not processed.
@@ -44,14 +37,10 @@ RETRY_AT = "x-inbox-retry-at"
 
 def is_reserved(name: str) -> bool:
     """True for a header name of this vocabulary (any ``x-inbox`` name, in any
-    case, including the legacy ``x-inboxguard-`` spelling): only inboxguard sets it."""
+    case): only inboxguard sets it."""
     return name.lower().startswith("x-inbox")
 
 
 def sent_at_of(headers: Mapping[str, Any] | None) -> Any:
-    """The raw sent time in ``headers`` (canonical spelling first), or None."""
-    for name in SENT_AT_SPELLINGS:
-        value = (headers or {}).get(name)
-        if value is not None:
-            return value
-    return None
+    """The raw sent time in ``headers``, or None."""
+    return (headers or {}).get(SENT_AT)

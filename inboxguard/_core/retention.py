@@ -19,7 +19,9 @@ __all__ = [
     "DEFAULT_MARGIN",
     "MAX_HORIZON",
     "MIN_CLOCK_SKEW",
+    "UNBOUNDED",
     "RetentionPolicy",
+    "Window",
     "WindowRow",
     "format_duration",
 ]
@@ -32,6 +34,28 @@ DEFAULT_MARGIN: Final = dt.timedelta(days=1)
 MAX_HORIZON: Final = dt.timedelta(days=1000 * 366)
 #: A producer's clock may run this far ahead even with no margin.
 MIN_CLOCK_SKEW: Final = dt.timedelta(minutes=1)
+
+
+#: Stands in for "no bound" where a length must be compared with a horizon;
+#: longer than any horizon (:data:`MAX_HORIZON`).
+UNBOUNDED: Final = dt.timedelta(days=999_999_999)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One replay window an adapter discovered: its name, its length (None:
+    unbounded, e.g. a retry schedule with no maximum) and where it was read.
+
+    Every adapter, the guarantee tables and the CLI use this one type."""
+
+    name: str
+    length: dt.timedelta | None
+    source: str
+
+    @property
+    def bound(self) -> dt.timedelta:
+        """The length to compare with a horizon (:data:`UNBOUNDED` for None)."""
+        return UNBOUNDED if self.length is None else self.length
 
 
 @dataclass(frozen=True, slots=True)

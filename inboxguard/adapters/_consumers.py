@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from inboxguard.adapters._stores import AnyInbox
+from inboxguard import InboxStore
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["claim_consumer"]
@@ -26,13 +26,13 @@ class _Owner:
     shared: bool
 
 
-_owners: weakref.WeakKeyDictionary[AnyInbox, dict[str, dict[str, _Owner]]] = (
+_owners: weakref.WeakKeyDictionary[InboxStore, dict[str, dict[str, _Owner]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def claim_consumer(
-    inbox: AnyInbox, consumer: str, handler: str, *, shared: bool, option: str
+    inbox: InboxStore, consumer: str, handler: str, *, shared: bool, option: str
 ) -> None:
     """Declare ``handler`` (a task, actor or function name) under ``consumer``.
 

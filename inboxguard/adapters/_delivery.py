@@ -59,8 +59,7 @@ ATTEMPT_HEADER = _headers.ATTEMPT
 #: Header (epoch seconds) before which a retried copy is not processed.
 RETRY_AT_HEADER = _headers.RETRY_AT
 #: Header with the time the command was sent (ISO 8601 or epoch seconds); it
-#: wins over the AMQP ``timestamp`` property. The legacy spelling
-#: ``x-inboxguard-sent-at`` is read too.
+#: wins over the AMQP ``timestamp`` property.
 SENT_AT_HEADER = _headers.SENT_AT
 #: Header with the business command ID the outbox's dispatcher stamps (also the
 #: AMQP ``message_id``); the default source of a guarded consumer's command ID.

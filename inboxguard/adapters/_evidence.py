@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inboxguard import Inbox, RedisInbox
+from inboxguard import Inbox, InboxStore
 from inboxguard.errors import InboxGuardError, InvalidCommandError
 
 __all__ = ["Refused", "command_id_of", "record_refusal", "record_refusal_async"]
@@ -91,7 +91,7 @@ def command_id_of(getter: Any, *args: Any) -> str:
 
 
 def record_refusal(
-    inbox: Inbox | RedisInbox, error: BaseException, refused: Refused, reason: str | None = None
+    inbox: InboxStore, error: BaseException, refused: Refused, reason: str | None = None
 ) -> bool:
     """True once a quarantine record holds the refused delivery.
 
@@ -132,15 +132,18 @@ async def record_refusal_async(
     return False
 
 
-def _found(inbox: Inbox | RedisInbox, error: BaseException) -> bool:
-    if isinstance(inbox, RedisInbox):
-        return _found_in_redis(inbox, error)
+def _found(inbox: InboxStore, error: BaseException) -> bool:
+    """Whether an open quarantine record holds the command the error names."""
+    consumer = getattr(error, "consumer", None)
+    command_id = getattr(error, "command_id", None)
+    if not isinstance(consumer, str) or not isinstance(command_id, str):
+        return False
     try:
-        with inbox.engine.connect() as conn:
-            return conn.execute(_lookup(inbox, error)).first() is not None
+        records = inbox.quarantine_records_of(consumer, command_id)
     except Exception:
         logger.exception("could not look up the quarantine record of %r", error)
         return False
+    return any(record.status == "open" for record in records)
 
 
 def _lookup(inbox: Inbox, error: BaseException) -> Any:
@@ -154,14 +157,3 @@ def _lookup(inbox: Inbox, error: BaseException) -> Any:
         )
         .limit(1)
     )
-
-
-def _found_in_redis(inbox: RedisInbox, error: BaseException) -> bool:
-    consumer = getattr(error, "consumer", None)
-    command_id = getattr(error, "command_id", None)
-    try:
-        records = inbox.quarantined(consumer)
-    except Exception:
-        logger.exception("could not look up the quarantine record of %r", error)
-        return False
-    return any(record.command_id == command_id for record in records)

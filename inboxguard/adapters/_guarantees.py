@@ -17,11 +17,10 @@ from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
 from inboxguard._core.handlers import (
     HandlerFacts,
     Registration,
-    ReplayWindow,
     describe_command_id,
     register_handler,
 )
-from inboxguard._core.retention import format_duration
+from inboxguard._core.retention import Window, format_duration
 
 __all__ = ["register_consumer"]
 
@@ -47,7 +46,7 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
     declared = check_declared_guarantee(guarantee, f"{kind} {consumer!r}", delivery_derived=True)
     excluded = ", ".join(exclude) or "none"
     span = retry_delay * (max_attempts - 1)
-    retry = ReplayWindow(
+    retry = Window(
         "retry_schedule",
         span,
         f"{kind} {consumer}: max_attempts={max_attempts} x retry_delay="

@@ -10,8 +10,8 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 
+from inboxguard import InboxStore
 from inboxguard._core.retention import format_duration
-from inboxguard.adapters._stores import AnyInbox
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["log_alignment_passed", "require_tables"]
@@ -23,7 +23,7 @@ logger = logging.getLogger("inboxguard")
 CheckedWindow = tuple[str, dt.timedelta, str, dt.timedelta]
 
 
-def require_tables(inbox: AnyInbox) -> None:
+def require_tables(inbox: InboxStore) -> None:
     """Refuse a database without the inbox's tables.
 
     A worker that started there would fail every delivery, and a framework

@@ -1,11 +1,12 @@
 """The inboxes the adapters accept, and the local transaction each one
 guards a delivery in.
 
-An :class:`~inboxguard.Inbox` runs in a SQLAlchemy ``Session`` (the factory
-opens one; the delivery runs in ``session.begin()``). A
-:class:`~inboxguard.RedisInbox` runs in a transactional pipeline of the Redis
-client the factory returns (the guard sends its ``EXEC``). Imports no
-framework, and no redis.
+The adapters take any :class:`~inboxguard.InboxStore` and open a delivery's
+transaction as the store declares (``capabilities.transaction``): a session
+of the factory in ``session.begin()`` (a SQLAlchemy ``Session``, or a
+``DjangoSession`` whose ``begin()`` is ``atomic()``), or a transactional
+pipeline of the Redis client the factory returns (the guard sends its
+``EXEC``). Imports no framework, and no redis.
 """
 
 from __future__ import annotations
@@ -14,31 +15,29 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeGuard
 
-from inboxguard import Inbox, RedisInbox
+from inboxguard import InboxStore, is_inbox_store
 from inboxguard.adapters._transaction import transaction as traced_begin
 
-__all__ = ["INBOX_KINDS", "AnyInbox", "is_inbox", "transaction"]
-
-AnyInbox = Inbox | RedisInbox
+__all__ = ["INBOX_KINDS", "is_inbox", "transaction"]
 
 #: What an adapter says it needs when given something else.
 INBOX_KINDS = "an inboxguard.Inbox or inboxguard.RedisInbox"
 
 
-def is_inbox(inbox: object) -> TypeGuard[AnyInbox]:
+def is_inbox(inbox: object) -> TypeGuard[InboxStore]:
     """Whether ``inbox`` is an inbox the adapters can guard deliveries with."""
-    return isinstance(inbox, Inbox | RedisInbox)
+    return is_inbox_store(inbox)
 
 
 @contextmanager
 def transaction(
-    inbox: AnyInbox, factory: Callable[[], Any], consumer: str, command_id: str
+    inbox: InboxStore, factory: Callable[[], Any], consumer: str, command_id: str
 ) -> Iterator[Any]:
     """One delivery's local transaction: a session of ``factory()`` in
     ``session.begin()`` whose commit is traced (closed afterwards), or, for a
-    RedisInbox, a pipeline of ``factory()``'s client (the guard sends its
-    ``EXEC``)."""
-    if isinstance(inbox, RedisInbox):
+    store guarding in a pipeline, a pipeline of ``factory()``'s client (the
+    guard sends its ``EXEC``)."""
+    if inbox.capabilities.transaction == "pipeline":
         with factory().pipeline() as pipe:
             yield pipe
         return

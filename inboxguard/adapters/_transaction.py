@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from typing import Any
 
-from inboxguard import Inbox, RedisInbox
+from inboxguard import InboxStore
 from inboxguard._core.context import entry_var
 from inboxguard._telemetry import OUTCOME, telemetry_for
 
@@ -25,9 +25,7 @@ __all__ = ["transaction", "transaction_async"]
 
 
 @contextmanager
-def transaction(
-    session: Any, inbox: Inbox | RedisInbox, consumer: str, command_id: str
-) -> Iterator[None]:
+def transaction(session: Any, inbox: InboxStore, consumer: str, command_id: str) -> Iterator[None]:
     """``with session.begin():`` whose commit is traced as ``inboxguard.commit``."""
     begun = session.begin()
     begun.__enter__()
@@ -43,7 +41,7 @@ def transaction(
 
 @asynccontextmanager
 async def transaction_async(
-    session: Any, inbox: Inbox | RedisInbox, consumer: str, command_id: str
+    session: Any, inbox: InboxStore, consumer: str, command_id: str
 ) -> AsyncIterator[None]:
     """:func:`transaction` for an ``AsyncSession``."""
     begun = session.begin()
@@ -58,9 +56,7 @@ async def transaction_async(
         await begun.__aexit__(None, None, None)
 
 
-def _commit_span(
-    inbox: Inbox | RedisInbox, consumer: str, command_id: str
-) -> AbstractContextManager[None]:
+def _commit_span(inbox: InboxStore, consumer: str, command_id: str) -> AbstractContextManager[None]:
     """The commit's span, with the outcome of the guard that ran in this
     transaction (``fresh`` or ``duplicate``)."""
     telemetry = telemetry_for(getattr(inbox, "telemetry", False))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from inboxguard import RedisInbox
+from inboxguard import InboxStore
 from inboxguard.cli._db import SECRET_KEYS, open_engine, redact
 from inboxguard.cli._output import EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from inboxguard.cli._redis import open_redis, redis_url
@@ -24,7 +24,7 @@ __all__ = ["Action", "InboxAction", "fail", "run_on_database", "run_on_inbox", "
 #: A subcommand's body: the engine and the parsed arguments; the exit status.
 Action = Callable[[Engine, argparse.Namespace], int]
 #: The body of a command that works on either kind of inbox.
-InboxAction = Callable[[Engine | RedisInbox, argparse.Namespace], int]
+InboxAction = Callable[[Engine | InboxStore, argparse.Namespace], int]
 
 
 def fail(command: str, message: str, status: int) -> int:

@@ -9,13 +9,13 @@ each was read, not only those declared on the policy.
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard import Inbox
+from inboxguard import InboxStore, SqlInboxStore, is_inbox_store, is_sql_store
+from inboxguard._core.retention import Window
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["DEFAULT_APP_ATTRS", "Discovery", "Found", "discover"]
@@ -29,8 +29,8 @@ class Found:
     """The windows through which one guarded handler's messages come back."""
 
     handler: str
-    inbox: Inbox
-    windows: tuple[tuple[str, dt.timedelta, str], ...]
+    inbox: InboxStore
+    windows: tuple[Window, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +45,17 @@ class Discovery:
     dead_letters: Callable[[], list[tuple[str, str]]] = list
 
     @property
-    def inboxes(self) -> list[Inbox]:
+    def inboxes(self) -> list[InboxStore]:
         """Each distinct inbox of the application."""
-        unique: dict[int, Inbox] = {}
+        unique: dict[int, InboxStore] = {}
         for item in self.found:
             unique.setdefault(id(item.inbox), item.inbox)
         return list(unique.values())
+
+    @property
+    def sql_inboxes(self) -> list[SqlInboxStore]:
+        """Each distinct inbox whose evidence lives in a database's tables."""
+        return [inbox for inbox in self.inboxes if is_sql_store(inbox)]
 
 
 def discover(obj: Any, spec: str) -> Discovery:
@@ -61,7 +66,7 @@ def discover(obj: Any, spec: str) -> Discovery:
             broker with an InboxMiddleware, or an Inbox; or the adapter's
             discovery refuses the configuration.
     """
-    if isinstance(obj, Inbox):
+    if is_inbox_store(obj):
         return Discovery("inbox", (Found("(declared)", obj, ()),), obj.check_schema)
     top = type(obj).__module__.split(".")[0]
     if top == "celery" and hasattr(obj, "tasks"):
@@ -86,7 +91,7 @@ def _celery(app: Any) -> Discovery:
         Found(
             item.task,
             item.inbox,
-            tuple((n, length, item.sources[n]) for n, length in item.windows.items()),
+            item.as_windows(),
         )
         for item in adapter.replay_windows(app)
     )
@@ -105,7 +110,7 @@ def _dramatiq(broker: Any, spec: str) -> Discovery:
         raise ConfigurationError(msg)
     found: list[Found] = []
     for middleware in middlewares:
-        windows = tuple((w.name, w.length, w.source) for w in middleware.replay_windows(broker))
+        windows = tuple(middleware.replay_windows(broker))
         names = ", ".join(sorted(middleware.guarded)) or "(no guarded actor)"
         found.append(Found(names, middleware.inbox, windows))
 

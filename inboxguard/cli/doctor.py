@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import func, inspect, select
 
-from inboxguard import Inbox, InboxGuardError
+from inboxguard import InboxGuardError, SqlInboxStore
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._db import missing_sqlite_file, redact
@@ -97,7 +97,7 @@ def run_checks(found: Discovery) -> Iterator[Check]:
     """Every check, in the order a worker meets them."""
     yield from _extras(found)
     every_reachable = True
-    for inbox in found.inboxes:
+    for inbox in found.sql_inboxes:
         reachable = yield from _connection(inbox)
         every_reachable = every_reachable and reachable
         if reachable:
@@ -118,7 +118,7 @@ def _extras(found: Discovery) -> Iterator[Check]:
     extra = _FRAMEWORK_EXTRA.get(found.framework)
     if extra is not None:
         yield Check("extras", "ok", f"{found.framework} installed (inboxguard[{extra}])")
-    for inbox in found.inboxes:
+    for inbox in found.sql_inboxes:
         driver = inbox.engine.dialect.driver
         yield Check("extras", "ok", f"driver {driver} for {redact(inbox.engine.url)}")
     if importlib.util.find_spec("alembic") is None:
@@ -127,7 +127,7 @@ def _extras(found: Discovery) -> Iterator[Check]:
         )
 
 
-def _connection(inbox: Inbox) -> Generator[Check, None, bool]:
+def _connection(inbox: SqlInboxStore) -> Generator[Check, None, bool]:
     where = redact(inbox.engine.url)
     missing = missing_sqlite_file(inbox.engine.url)
     if missing is not None:  # connecting would create an empty database there
@@ -161,7 +161,7 @@ def _connection(inbox: Inbox) -> Generator[Check, None, bool]:
     return True
 
 
-def _tables(inbox: Inbox) -> Generator[Check, None, bool]:
+def _tables(inbox: SqlInboxStore) -> Generator[Check, None, bool]:
     try:
         inbox.check_schema()
     except InboxGuardError as error:
@@ -178,7 +178,7 @@ def _tables(inbox: Inbox) -> Generator[Check, None, bool]:
     return True
 
 
-def _partitions(inbox: Inbox) -> Iterator[Check]:
+def _partitions(inbox: SqlInboxStore) -> Iterator[Check]:
     """A partitioned inbox: partitions up to the expiry of a claim made now,
     and an empty DEFAULT partition (rows there mean maintenance fell behind)."""
     if inbox.partitioning is None:
@@ -203,7 +203,7 @@ def _partitions(inbox: Inbox) -> Iterator[Check]:
         yield Check("partitions", "ok", f"{span}; DEFAULT partition empty")
 
 
-def _revisions(inbox: Inbox) -> Iterator[Check]:
+def _revisions(inbox: SqlInboxStore) -> Iterator[Check]:
     if importlib.util.find_spec("alembic") is None:
         return
     from inboxguard.migrations import runner  # noqa: PLC0415 - alembic is an extra
@@ -229,16 +229,16 @@ def _revisions(inbox: Inbox) -> Iterator[Check]:
 def _windows(found: Discovery) -> Iterator[Check]:
     for item in found.found:
         horizon = item.inbox.retention.horizon
-        for name, length, source in item.windows:
-            if length > horizon:
+        for window in item.windows:
+            if window.bound > horizon:
                 detail = (
-                    f"{item.handler}: {name}={_fmt(length)} ({source}) outlives the evidence"
-                    f" horizon {_fmt(horizon)}"
+                    f"{item.handler}: {window.name}={_fmt(window.bound)} ({window.source})"
+                    f" outlives the evidence horizon {_fmt(horizon)}"
                 )
                 yield Check("retention", "fail", detail)
-        fitting = [w for w in item.windows if w[1] <= horizon]
+        fitting = [w for w in item.windows if w.bound <= horizon]
         if fitting and len(fitting) == len(item.windows):
-            names = ", ".join(f"{n}={_fmt(w)}" for n, w, _ in fitting)
+            names = ", ".join(f"{w.name}={_fmt(w.bound)}" for w in fitting)
             yield Check("retention", "ok", f"{item.handler}: {names} inside {_fmt(horizon)}")
         elif not item.windows:
             yield Check("retention", "ok", f"{item.handler}: no replay window discovered")

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import CommandExplanation, RedisInbox, explain
+from inboxguard import CommandExplanation, InboxStore, explain
 from inboxguard.cli._args import add_json
 from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human, plain
@@ -46,8 +46,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda args: run_on_inbox("explain", args, _run, read_only=True))
 
 
-def _run(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
-    if args.hash_tag is not None and not isinstance(engine, RedisInbox):
+def _run(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
+    if args.hash_tag is not None and (
+        isinstance(engine, Engine) or not engine.capabilities.hash_tags
+    ):
         raise UsageError("--hash-tag is a RedisInbox's: use it with --redis")
     found = explain(
         engine,

@@ -34,11 +34,10 @@ from sqlalchemy.engine import Engine
 
 from inboxguard import (
     ConfigurationError,
-    Inbox,
+    InboxStore,
     QuarantineAction,
     QuarantineDetail,
     QuarantineRecord,
-    RedisInbox,
     quarantine_list,
     quarantine_show,
     release_quarantine,
@@ -139,7 +138,7 @@ def _summary(record: QuarantineRecord) -> dict[str, Any]:
     return shown
 
 
-def _list(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+def _list(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     status = None if args.status == "all" else args.status
     records = quarantine_list(
         engine, table_prefix=args.prefix, consumer=args.consumer, status=status, limit=args.limit
@@ -158,7 +157,7 @@ def _list(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+def _show(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     found = quarantine_show(engine, args.id, table_prefix=args.prefix)
     if found is None:
         return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)
@@ -226,7 +225,7 @@ def _json(value: Any) -> str:
     return json.dumps(plain(value), sort_keys=True, default=str, ensure_ascii=False)
 
 
-def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+def _settle(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise UsageError(f"--reason must say why the record is {args.settle}d")
     settle = release_quarantine if args.settle == "release" else resolve_quarantine
@@ -249,17 +248,18 @@ def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _replay(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+def _replay(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise UsageError("--reason must say why the message is replayed")
-    inbox: Inbox | RedisInbox
-    if isinstance(engine, RedisInbox):
-        inbox = engine
-    else:
-        inbox = open_inbox(engine, args.prefix)
-        missing = missing_table(inbox, inbox.tables.quarantine_replays)
+    inbox: InboxStore
+    if isinstance(engine, Engine):
+        sql = open_inbox(engine, args.prefix)
+        missing = missing_table(sql, sql.tables.quarantine_replays)
         if missing is not None:
             raise UsageError(f"{missing}; or run: inboxguard db upgrade")
+        inbox = sql
+    else:
+        inbox = engine
     record = inbox.quarantine_record(args.id)
     if record is None:
         return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)

@@ -13,7 +13,8 @@ import datetime as dt
 import sys
 from typing import Any
 
-from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, format_duration
+from inboxguard import is_sql_store
+from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, Window, format_duration
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._duration import parse_duration, parse_window
@@ -210,20 +211,25 @@ def app_windows(
     for item in found.found:
         policy = item.inbox.retention
         horizon = policy.horizon
-        windows = [*item.windows, *extra]
+        windows = [*item.windows, *(Window(n, w, src) for n, w, src in extra)]
         groups.append(
             {
                 "handler": item.handler,
                 "framework": found.framework,
-                "table_prefix": item.inbox.table_prefix,
+                "table_prefix": item.inbox.table_prefix if is_sql_store(item.inbox) else None,
                 "horizon": horizon,
                 "declared": [
                     {"window": r.window, "length": r.length, "source": r.source}
                     for r in policy.explain()
                 ],
                 "discovered": [
-                    {"window": n, "length": w, "source": src, "fits": w <= horizon}
-                    for n, w, src in windows
+                    {
+                        "window": w.name,
+                        "length": w.bound,
+                        "source": w.source,
+                        "fits": w.bound <= horizon,
+                    }
+                    for w in windows
                 ],
             }
         )

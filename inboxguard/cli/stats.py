@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import RedisInbox, Stats, stats
+from inboxguard import InboxStore, Stats, stats
 from inboxguard.cli._args import add_json
 from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, emit_json, fields, table
@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda args: run_on_inbox("stats", args, _run, read_only=True))
 
 
-def _run(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+def _run(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     found = stats(engine, table_prefix=args.prefix)
     if args.json:
         emit_json(found)

@@ -1,33 +1,57 @@
-"""The Django store: :class:`DjangoInbox` and :class:`DjangoOutbox`.
+"""The Django store: :class:`DjangoInbox` (and, from :mod:`._outbox`,
+:class:`DjangoOutbox`).
 
-Both are the library's own :class:`~inboxguard.Inbox` and
-:class:`~inboxguard.Outbox` with one difference: their rows are written on
-the connection of the caller's ``transaction.atomic()`` block instead of a
-SQLAlchemy session. The guard runs the same flow as the SQLAlchemy inbox
-(:mod:`._driver`); what runs in transactions of its own (quarantine records,
-purge, lookups, the dispatcher) goes through a SQLAlchemy engine on the same
-database (:func:`~inboxguard.django._config.engine_for`).
+It keeps the contract of the library's own :class:`~inboxguard.Inbox` with
+one difference: its rows are written on the connection of the caller's
+``transaction.atomic()`` block instead of a SQLAlchemy session. The guard
+runs the same flow as the SQLAlchemy inbox (:mod:`._driver`); what runs in
+transactions of its own (quarantine records, purge, lookups) goes through a
+SQLAlchemy engine on the same database
+(:func:`~inboxguard.django._config.engine_for`): the inbox holds an
+:class:`~inboxguard.Inbox` on that engine and hands those calls to it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard import Inbox, InboxEntry, Outbox, RetentionPolicy
+from inboxguard import (
+    Guarantee,
+    Inbox,
+    InboxEntry,
+    InboxRecord,
+    PurgePlan,
+    PurgeReport,
+    QuarantineAction,
+    QuarantineRecord,
+    QuarantineReplay,
+    RetentionPolicy,
+    StoreCapabilities,
+)
 from inboxguard._core.clock import Clock
+from inboxguard._core.extract import CommandIdSpec
+from inboxguard._core.guarantee import Setting
 from inboxguard._telemetry import telemetry_for
-from inboxguard.django._atomic import atomic_connection
 from inboxguard.django._config import check_alias, engine_for, store_settings
-from inboxguard.django._driver import DJANGO_BOUNDARY, drive_django, runner_for
+from inboxguard.django._driver import DJANGO_BOUNDARY, drive_django
+from inboxguard.django._outbox import DjangoOutbox
+from inboxguard.django._session import DjangoSession, alias_of
 from inboxguard.errors import ConfigurationError
-from inboxguard.inbox.drivers import GuardFlows
+from inboxguard.inbox.drivers import GuardFlows, SentAtSpec, registering, sync_handler
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from inboxguard.sql.dialects.postgresql.partitions import Granularity
+
+R = TypeVar("R")
 
 __all__ = ["DjangoInbox", "DjangoOutbox", "DjangoSession"]
 
@@ -38,68 +62,28 @@ _NO_ASYNC = (
     " per thread; call guard() from synchronous code (in an async view, wrap it in"
     " asgiref's sync_to_async)"
 )
+_NO_BATCH = (
+    "DjangoInbox claims one command at a time (capabilities.batch is False): call"
+    " inbox.guard() for each command inside one atomic() block, or use an"
+    " inboxguard.Inbox with a SQLAlchemy session for guard_batch()"
+)
+_NO_PARTITIONS = (
+    "DjangoInbox has no partitioned layout (capabilities.partitioning is False); an"
+    " inboxguard.Inbox(..., partitioning=...) partitions the evidence"
+)
 
 
-class DjangoSession:
-    """A Django database alias for code written against a session factory
-    (the Celery task): ``begin()`` opens ``transaction.atomic(using=alias)``,
-    ``close()`` drops the connection if it is broken or past its
-    ``CONN_MAX_AGE``. :func:`inboxguard.current_session` returns it inside a
-    guard."""
-
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-
-    def __repr__(self) -> str:
-        """Show the alias."""
-        return f"<DjangoSession {self.alias!r}>"
-
-    def begin(self) -> Any:
-        """``transaction.atomic(using=alias)``."""
-        from django.db import transaction
-
-        return transaction.atomic(using=self.alias)
-
-    @property
-    def connection(self) -> Any:
-        """The Django connection of this alias in the current thread."""
-        from django.db import connections
-
-        return connections[self.alias]
-
-    def close(self) -> None:
-        """Close the connection if it is unusable or obsolete (as Django does
-        after each request)."""
-        self.connection.close_if_unusable_or_obsolete()
-
-
-def _alias_of(session: object, default: str, what: str) -> str:
-    """The alias a guard or an add runs on: its own, or the session's."""
-    if session is None:
-        return default
-    if isinstance(session, DjangoSession):
-        if session.alias != default:
-            msg = (
-                f"{what} was given a session of database {session.alias!r}, but this store"
-                f" writes to {default!r}: use the store built for that alias"
-            )
-            raise ConfigurationError(msg)
-        return default
-    msg = (
-        f"{what} runs on the connection of the current transaction.atomic() block; call"
-        f" it without a session (or with store.session()), got {type(session).__name__}"
-    )
-    raise ConfigurationError(msg)
-
-
-class DjangoInbox(Inbox):
+class DjangoInbox:
     """The inbox on Django's connection: the guard claims inside the caller's
     ``transaction.atomic()`` block, so the evidence commits if and only if the
     block's changes commit.
 
     Decisions, errors, quarantine records (written in a transaction of their
     own, they survive the block's rollback), retention checks and purge are
-    those of :class:`~inboxguard.Inbox`, on the same tables.
+    those of :class:`~inboxguard.Inbox`, on the same tables: the store holds
+    one on :attr:`engine` for everything that runs in a transaction of its
+    own. What needs a SQLAlchemy session (a batch claim, ``guard_async``) it
+    declares it cannot do (:attr:`capabilities`) and refuses.
 
     Args:
         retention: the evidence horizon (default: ``INBOXGUARD["RETENTION"]``).
@@ -114,6 +98,19 @@ class DjangoInbox(Inbox):
     Raises:
         ConfigurationError: a setting cannot keep the guarantees.
     """
+
+    #: Django's atomic() blocks, one command at a time, synchronous only.
+    capabilities = StoreCapabilities(
+        store="django",
+        local="db",
+        transaction="session",
+        async_guard=False,
+        async_sessions=False,
+        batch=False,
+        partitioning=False,
+    )
+    #: The Django store has no partitioned layout.
+    partitioning: Granularity | None = None
 
     def __init__(
         self,
@@ -130,7 +127,7 @@ class DjangoInbox(Inbox):
         alias = check_alias(conf.database if database is None else database, "database")
         found = conf.retention if retention is None else RetentionPolicy.coerce(retention)
         assert found is not None
-        super().__init__(
+        self._sql = Inbox(
             engine_for(alias) if engine is None else engine,
             retention=found,
             table_prefix=conf.table_prefix if table_prefix is None else table_prefix,
@@ -139,6 +136,13 @@ class DjangoInbox(Inbox):
             telemetry=telemetry,
         )
         self.database = alias
+        self.engine = self._sql.engine
+        self.tables = self._sql.tables
+        self.table_prefix = self._sql.table_prefix
+        self.retention = self._sql.retention
+        self.lock_timeout = lock_timeout
+        self.clock: Clock = self._sql.clock
+        self.telemetry = telemetry
         self._flows = GuardFlows(
             self.tables,
             self.retention,
@@ -156,6 +160,49 @@ class DjangoInbox(Inbox):
         """A :class:`DjangoSession` of this inbox's database: pass
         ``session_factory=inbox.session`` to the Celery adapter."""
         return DjangoSession(self.database)
+
+    # -- schema and retention: the SQLAlchemy inbox's, on the same tables -----------------
+
+    @property
+    def watermarks(self) -> Table:
+        """The ``<prefix>watermark`` table."""
+        return self._sql.watermarks
+
+    def create_schema(self) -> None:
+        """Create the inbox's tables (see :meth:`inboxguard.Inbox.create_schema`;
+        ``manage.py migrate`` creates them too)."""
+        self._sql.create_schema()
+
+    def drop_schema(self) -> None:
+        """Drop the inbox's tables with every record in them."""
+        self._sql.drop_schema()
+
+    def check_schema(self) -> None:
+        """Refuse a database without the inbox's tables (see
+        :meth:`inboxguard.Inbox.check_schema`)."""
+        self._sql.check_schema()
+
+    def create_partitions(self, **options: Any) -> NoReturn:
+        """Refused: the Django store has no partitioned layout.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        raise ConfigurationError(_NO_PARTITIONS)
+
+    def require_alignment(self, source: str = "declared", **windows: dt.timedelta) -> None:
+        """Fail unless every replay window fits inside the evidence horizon.
+
+        Raises:
+            RetentionMisalignedError: a window is longer than the horizon.
+        """
+        self._sql.require_alignment(source, **windows)
+
+    def transaction_boundary(self) -> tuple[str, dict[str, Setting]]:
+        """The guarantee table's boundary: one transaction of this database."""
+        return self._sql.transaction_boundary()
+
+    # -- the guard ------------------------------------------------------------------------
 
     @contextmanager
     def guard(
@@ -182,7 +229,7 @@ class DjangoInbox(Inbox):
                 was committed, rolled back or marked for rollback inside it;
                 and every error of :meth:`inboxguard.Inbox.guard`.
         """
-        alias = _alias_of(session, self.database, "inbox.guard()")
+        alias = alias_of(session, self.database, "inbox.guard()")
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details)
         shown = session if session is not None else DjangoSession(alias)
         with drive_django(
@@ -198,6 +245,47 @@ class DjangoInbox(Inbox):
         """
         raise ConfigurationError(_NO_ASYNC)
 
+    def guard_batch(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused: the Django store claims one command at a time.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        raise ConfigurationError(_NO_BATCH)
+
+    def guard_batch_async(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused, as :meth:`guard_batch`.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        raise ConfigurationError(_NO_BATCH)
+
+    def handler(
+        self,
+        *,
+        consumer: str,
+        command_id: CommandIdSpec,
+        exclude: Iterable[str] = (),
+        guarantee: Guarantee | None = None,
+        sent_at: SentAtSpec | None = None,
+    ) -> Callable[[Callable[..., R]], Callable[..., R]]:
+        """Decorate ``fn(session, *args, **kwargs)`` so each command runs once,
+        in the current ``atomic()`` block (see :meth:`inboxguard.Inbox.handler`;
+        call it with ``inbox.session()`` or None as the session).
+
+        Raises:
+            ConfigurationError: ``command_id`` or ``sent_at`` names no argument
+                of ``fn``, or ``guarantee`` declares a field inboxguard derives.
+        """
+        exclude = tuple(exclude)
+        decorate = sync_handler(
+            self.guard, consumer=consumer, command_id=command_id, exclude=exclude, sent_at=sent_at
+        )
+        return registering(
+            self, "Inbox.handler", decorate, consumer, command_id, exclude, guarantee
+        )
+
     def handler_async(self, *args: Any, **kwargs: Any) -> NoReturn:
         """Refused, as :meth:`guard_async`.
 
@@ -206,63 +294,67 @@ class DjangoInbox(Inbox):
         """
         raise ConfigurationError(_NO_ASYNC)
 
+    # -- quarantine, evidence and upkeep: through the engine, as the SQLAlchemy inbox ------
 
-class DjangoOutbox(Outbox):
-    """The outbox on Django's connection: :meth:`add` writes the row in the
-    caller's ``transaction.atomic()`` block, so it commits if and only if the
-    business change commits, and survives a crash right after the commit
-    (which ``transaction.on_commit`` does not). The existing
-    :class:`~inboxguard.Dispatcher` delivers it, reading the same table
-    through :attr:`engine`.
+    def quarantine_delivery(self, **record: Any) -> bool:
+        """See :meth:`inboxguard.Inbox.quarantine_delivery`."""
+        return self._sql.quarantine_delivery(**record)
 
-    Args:
-        database: the Django database alias (default:
-            ``INBOXGUARD["DATABASE"]``, else ``"default"``).
-        table_prefix: default ``INBOXGUARD["TABLE_PREFIX"]``, else ``"inboxguard_"``.
-        engine: the SQLAlchemy engine of the dispatcher and the operators'
-            reads (default: built from the alias's ``DATABASES`` entry).
-        **options: the other arguments of :class:`~inboxguard.Outbox`.
+    async def quarantine_delivery_async(self, engine: AsyncEngine, **record: Any) -> bool:
+        """See :meth:`inboxguard.Inbox.quarantine_delivery_async`."""
+        return await self._sql.quarantine_delivery_async(engine, **record)
 
-    Raises:
-        ConfigurationError: as :class:`~inboxguard.Outbox`.
-    """
+    def quarantined(
+        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+    ) -> list[QuarantineRecord]:
+        """See :meth:`inboxguard.Inbox.quarantined`."""
+        return self._sql.quarantined(consumer, status=status, limit=limit)
 
-    def __init__(
-        self,
-        *,
-        database: str | None = None,
-        table_prefix: str | None = None,
-        engine: Engine | None = None,
-        **options: Any,
-    ) -> None:
-        conf = store_settings(require_retention=False)
-        alias = check_alias(conf.database if database is None else database, "database")
-        super().__init__(
-            engine_for(alias) if engine is None else engine,
-            table_prefix=conf.table_prefix if table_prefix is None else table_prefix,
-            **options,
-        )
-        self.database = alias
+    def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
+        """See :meth:`inboxguard.Inbox.quarantine_record`."""
+        return self._sql.quarantine_record(record_id)
 
-    def add(
-        self,
-        session: Session | Connection | DjangoSession | None = None,
-        *,
-        command_id: str,
-        destination: str,
-        payload: object,
-        headers: Mapping[str, Any] | None = None,
+    def quarantine_records_of(self, consumer: str, command_id: str) -> list[QuarantineRecord]:
+        """See :meth:`inboxguard.Inbox.quarantine_records_of`."""
+        return self._sql.quarantine_records_of(consumer, command_id)
+
+    def resolve_quarantine(
+        self, record_id: int, *, actor: str | None = None, reason: str | None = None
     ) -> bool:
-        """Store a command in the current ``atomic()`` block; never commits.
+        """See :meth:`inboxguard.Inbox.resolve_quarantine`."""
+        return self._sql.resolve_quarantine(record_id, actor=actor, reason=reason)
 
-        The contract of :meth:`inboxguard.Outbox.add` on Django's connection.
+    def release_quarantine(
+        self, record_id: int, *, actor: str, reason: str
+    ) -> QuarantineAction | None:
+        """See :meth:`inboxguard.Inbox.release_quarantine`."""
+        return self._sql.release_quarantine(record_id, actor=actor, reason=reason)
 
-        Raises:
-            ConfigurationError: outside ``transaction.atomic()`` or in a block
-                already marked for rollback; and every error of
-                :meth:`inboxguard.Outbox.add`.
-        """
-        alias = _alias_of(session, self.database, "outbox.add()")
-        values = self._row_values(command_id, destination, payload, headers)
-        connection = atomic_connection(alias, "outbox.add()")
-        return self._store_row(runner_for(connection), values, payload)  # type: ignore[arg-type]
+    def quarantine_actions(self, record_id: int) -> list[QuarantineAction]:
+        """See :meth:`inboxguard.Inbox.quarantine_actions`."""
+        return self._sql.quarantine_actions(record_id)
+
+    def record_quarantine_replay(self, record: QuarantineRecord, **replay: Any) -> QuarantineReplay:
+        """See :meth:`inboxguard.Inbox.record_quarantine_replay`."""
+        return self._sql.record_quarantine_replay(record, **replay)
+
+    def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
+        """See :meth:`inboxguard.Inbox.quarantine_replays`."""
+        return self._sql.quarantine_replays(record_id)
+
+    def lookup(self, consumer: str, command_id: str) -> InboxRecord | None:
+        """See :meth:`inboxguard.Inbox.lookup`."""
+        return self._sql.lookup(consumer, command_id)
+
+    def purge(self, **options: Any) -> PurgeReport:
+        """See :meth:`inboxguard.Inbox.purge`."""
+        return self._sql.purge(**options)
+
+    def purge_plan(self, **options: Any) -> PurgePlan:
+        """See :meth:`inboxguard.Inbox.purge_plan`."""
+        return self._sql.purge_plan(**options)
+
+    def advance_watermark(self, session: Session | Connection, **position: Any) -> bool:
+        """See :meth:`inboxguard.Inbox.advance_watermark` (a SQLAlchemy session
+        on :attr:`engine`)."""
+        return self._sql.advance_watermark(session, **position)

@@ -23,8 +23,7 @@ from inboxguard._core.handlers import (
     registrations,
 )
 from inboxguard.errors import ConfigurationError
-from inboxguard.inbox import Inbox
-from inboxguard.inbox.redis import RedisInbox
+from inboxguard.inbox import is_inbox_store
 
 __all__ = ["handlers_of"]
 
@@ -64,15 +63,15 @@ def _members(app: object) -> list[object]:
         return [app, *(v for k, v in vars(app).items() if not k.startswith("__"))]
     if isinstance(app, list | tuple | set | frozenset):
         return [member for item in app for member in _members(item)]
-    if isinstance(app, Inbox | RedisInbox):
+    if is_inbox_store(app):
         return [app]
     attributes = getattr(app, "__dict__", None)
     values: Iterable[object] = attributes.values() if isinstance(attributes, dict) else ()
-    return [app, *(v for v in values if isinstance(v, Inbox | RedisInbox))]
+    return [app, *(v for v in values if is_inbox_store(v))]
 
 
 def _registrations_of(item: object) -> list[Registration]:
-    if isinstance(item, Inbox | RedisInbox):
+    if is_inbox_store(item):
         return registrations(item)
     if isinstance(item, types.ModuleType):
         return []

@@ -18,7 +18,6 @@ from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
 from inboxguard.effects.provider import ProviderContract
 from inboxguard.effects.state import EffectState
-from inboxguard.inbox.redis import RedisInbox
 
 __all__ = ["Effect", "derive", "duration", "effect_of"]
 
@@ -106,12 +105,10 @@ _LOCAL = {
         " handler's queued writes"
     ),
 }
-#: What a Redis guarantee table states of the server's durability, read from it.
-_DURABILITY = ("maxmemory_policy", "appendonly", "appendfsync", "save", "role", "replicas")
 
 
 def _layer(facts: HandlerFacts, effect: Effect) -> GuaranteeFact:
-    store = "redis" if isinstance(facts.inbox, RedisInbox) else "db"
+    store = facts.inbox.capabilities.local
     local = _LOCAL[store]
     if effect.declared_none:
         return GuaranteeFact(f"local only: {local}", settings={"external": "none", "local": store})
@@ -132,33 +129,8 @@ def _layer(facts: HandlerFacts, effect: Effect) -> GuaranteeFact:
     )
 
 
-def _redis_boundary(inbox: RedisInbox) -> tuple[str, dict[str, Setting]]:
-    """A Redis inbox's boundary, with the durability the server reports now
-    (a change of ``appendfsync``, AOF or replication shows in a lock check)."""
-    durability = inbox.durability()
-    found = durability.as_dict()
-    settings: dict[str, Setting] = {"store": "redis", "key_prefix": inbox.key_prefix}
-    settings.update({f"server.{name}": found[name] for name in _DURABILITY})
-    text = (
-        "one Redis MULTI/EXEC (WATCH + lease): the evidence key (prefix"
-        f" {inbox.key_prefix!r}) commits with the handler's queued writes in one EXEC,"
-        f" or neither does; durability read from the server: {durability.summary}"
-    )
-    return text, settings
-
-
 def _boundary(facts: HandlerFacts, effect: Effect) -> GuaranteeFact:
-    inbox = facts.inbox
-    if isinstance(inbox, RedisInbox):
-        text, settings = _redis_boundary(inbox)
-    else:
-        database = inbox.engine.dialect.name
-        table = inbox.tables.inbox.name
-        settings = {"database": database, "inbox_table": table}
-        text = (
-            f"one {database} transaction: the evidence row in {table} commits with the"
-            " handler's writes, or neither does"
-        )
+    text, settings = facts.inbox.transaction_boundary()
     if effect.ledger is not None:
         ledger_table = effect.ledger.tables.effects.name
         settings["ledger_table"] = ledger_table

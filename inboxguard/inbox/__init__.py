@@ -8,6 +8,13 @@ from inboxguard.inbox._inbox import Inbox
 from inboxguard.inbox._purge import PurgePlan, PurgeReport
 from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
+from inboxguard.inbox._store import (
+    InboxStore,
+    SqlInboxStore,
+    StoreCapabilities,
+    is_inbox_store,
+    is_sql_store,
+)
 
 __all__ = [
     "BatchCommand",
@@ -16,10 +23,15 @@ __all__ = [
     "InboxBatch",
     "InboxEntry",
     "InboxRecord",
+    "InboxStore",
     "PurgePlan",
     "PurgeReport",
     "QuarantineAction",
     "QuarantineReason",
     "QuarantineRecord",
     "QuarantineReplay",
+    "SqlInboxStore",
+    "StoreCapabilities",
+    "is_inbox_store",
+    "is_sql_store",
 ]

@@ -9,6 +9,7 @@ watermarks).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
-from inboxguard._core.guarantee import Guarantee
+from inboxguard._core.guarantee import Guarantee, Setting
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
@@ -48,6 +49,7 @@ from inboxguard.inbox._quarantine import (
 )
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
+from inboxguard.inbox._store import StoreCapabilities
 from inboxguard.sql.dialects.postgresql.partitions import Granularity, check_granularity
 from inboxguard.sql.errors import INBOX_SCHEMA
 from inboxguard.sql.schema import check_tables
@@ -59,6 +61,17 @@ if TYPE_CHECKING:
 __all__ = ["Inbox"]
 
 R = TypeVar("R")
+#: What a SQL inbox can do, unpartitioned and partitioned.
+_PLAIN = StoreCapabilities(
+    store="sql",
+    local="db",
+    transaction="session",
+    async_guard=True,
+    async_sessions=True,
+    batch=True,
+    partitioning=False,
+)
+_PARTITIONED = dataclasses.replace(_PLAIN, batch=False, partitioning=True)
 #: What ``guard_batch(commands=...)`` takes.
 BatchCommands = Iterable["BatchCommand | tuple[str, object]"] | Mapping[str, object]
 
@@ -140,6 +153,22 @@ class Inbox:
         return (
             f"<Inbox {self.engine.url.render_as_string()} {self.table_prefix!r} {self.retention}>"
         )
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """A SQL store: sessions (sync and async), batch claims unless
+        partitioned (see :class:`~inboxguard.StoreCapabilities`)."""
+        return _PARTITIONED if self._partitions is not None else _PLAIN
+
+    def transaction_boundary(self) -> tuple[str, dict[str, Setting]]:
+        """The guarantee table's boundary: one transaction of this database."""
+        database = self.engine.dialect.name
+        table = self.tables.inbox.name
+        text = (
+            f"one {database} transaction: the evidence row in {table} commits with the"
+            " handler's writes, or neither does"
+        )
+        return text, {"database": database, "inbox_table": table}
 
     # -- schema -------------------------------------------------------------------------
 

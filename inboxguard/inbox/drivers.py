@@ -5,8 +5,9 @@ driver only performs the requests it yields (:class:`Connect`,
 :class:`Execute`, :class:`WriteQuarantine`, :class:`HandOver`) and reports
 how the caller's block ended (:class:`BlockExit`). The sync and asyncio
 drivers for SQLAlchemy live beside the flow; this module names the pieces a
-third driver (the Django store) performs the same flow with, so that it
-never re-implements a decision.
+third driver (the Django store) performs the same flow with, and the
+handler decorator it wraps its guard in, so that it never re-implements a
+decision.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from inboxguard.inbox._flow import (
     Request,
     WriteQuarantine,
 )
+from inboxguard.inbox._handlers import SentAtSpec, registering, sync_handler
 from inboxguard.inbox._quarantine import log_not_written, log_write_failure
 
 __all__ = [
@@ -36,9 +38,12 @@ __all__ = [
     "GuardFlows",
     "HandOver",
     "Request",
+    "SentAtSpec",
     "WriteQuarantine",
     "handler_span",
     "log_not_written",
     "log_write_failure",
     "quarantine_sync",
+    "registering",
+    "sync_handler",
 ]

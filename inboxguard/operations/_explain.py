@@ -9,8 +9,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects import EffectLedger, EffectRecord
-from inboxguard.inbox import InboxRecord
-from inboxguard.inbox.redis import RedisInbox
+from inboxguard.inbox import InboxRecord, InboxStore
 from inboxguard.operations._quarantine import open_inbox, quarantine_detail
 from inboxguard.operations._records import CommandExplanation
 from inboxguard.operations._redis import explain_redis
@@ -25,7 +24,7 @@ _KEY_SEPARATORS = ("/", ":", ".")
 
 
 def explain(
-    engine: Engine | RedisInbox,
+    engine: Engine | InboxStore,
     *,
     consumer: str,
     command_id: str,
@@ -45,7 +44,7 @@ def explain(
         ConfigurationError: the inbox tables are missing, or the prefix is
             unusable.
     """
-    if isinstance(engine, RedisInbox):
+    if not isinstance(engine, Engine):
         return explain_redis(engine, consumer, command_id, hash_tag, clock)
     now = checked_now(clock or utc_now)
     inbox = open_inbox(engine, table_prefix, clock)

@@ -2,9 +2,10 @@
 
 Every settling action is recorded durably (who, why, when) in the inbox's
 ``quarantine_actions`` table, in the transaction that changes the record.
-Each function also takes a :class:`~inboxguard.RedisInbox` in place of the
-engine (``table_prefix`` then unused); its actions are kept in Redis, with
-no expiry, as the same :class:`~inboxguard.QuarantineAction` values.
+Each function also takes an :class:`~inboxguard.InboxStore` (a
+:class:`~inboxguard.RedisInbox`, say) in place of the engine (``table_prefix``
+then unused); the store keeps the actions (a Redis inbox in Redis, with no
+expiry) as the same :class:`~inboxguard.QuarantineAction` values.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import datetime as dt
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock
-from inboxguard.inbox import Inbox, QuarantineAction, QuarantineRecord
-from inboxguard.inbox.redis import RedisInbox
+from inboxguard.inbox import Inbox, InboxStore, QuarantineAction, QuarantineRecord
 from inboxguard.operations._records import QuarantineDetail
 from inboxguard.operations._redis import quarantine_detail_redis
 from inboxguard.operations._tables import present_tables
@@ -28,10 +28,11 @@ __all__ = [
     "quarantine_show",
     "release_quarantine",
     "resolve_quarantine",
+    "store_of",
 ]
 
-#: What the read model reads and settles: a database's engine, or a Redis inbox.
-Target = Engine | RedisInbox
+#: What the read model reads and settles: a database's engine, or a store.
+Target = Engine | InboxStore
 
 #: The read model knows no RetentionPolicy: every evidence row carries its own
 #: expiry, so the policy of the Inbox it opens is never consulted.
@@ -44,6 +45,14 @@ def open_inbox(engine: Engine, table_prefix: str, clock: Clock | None = None) ->
     return Inbox(engine, retention=_UNCONSULTED_RETENTION, table_prefix=table_prefix, clock=clock)
 
 
+def store_of(target: Target, table_prefix: str, clock: Clock | None = None) -> InboxStore:
+    """The store a read or a settling runs on: the given one, or an
+    :class:`~inboxguard.Inbox` on the given engine."""
+    if isinstance(target, Engine):
+        return open_inbox(target, table_prefix, clock)
+    return target
+
+
 def quarantine_list(
     engine: Target,
     *,
@@ -54,15 +63,14 @@ def quarantine_list(
 ) -> list[QuarantineRecord]:
     """Quarantine records, oldest first: ``status`` ``"open"`` (default),
     ``"resolved"`` or None for every status; ``consumer`` None for all."""
-    inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix)
-    return inbox.quarantined(consumer, status=status, limit=limit)
+    return store_of(engine, table_prefix).quarantined(consumer, status=status, limit=limit)
 
 
 def quarantine_show(
     engine: Target, record_id: int, *, table_prefix: str = "inboxguard_"
 ) -> QuarantineDetail | None:
     """One record with its replays and actions, or None when no record has that id."""
-    if isinstance(engine, RedisInbox):
+    if not isinstance(engine, Engine):
         found = engine.quarantine_record(record_id)
         return None if found is None else quarantine_detail_redis(engine, found)
     inbox = open_inbox(engine, table_prefix)
@@ -99,15 +107,13 @@ def release_quarantine(
 ) -> QuarantineAction | None:
     """Let a quarantined command be processed again (see
     :meth:`Inbox.release_quarantine`, :meth:`RedisInbox.release_quarantine`);
-    None when no open record has that id. A Redis inbox acts on its own clock.
+    None when no open record has that id. A store acts on its own clock.
 
     Raises:
         ConfigurationError: ``actor`` or ``reason`` is empty, or the
             ``quarantine_actions`` table is missing (the message names the fix).
     """
-    if isinstance(engine, RedisInbox):
-        return engine.release_quarantine(record_id, actor=actor, reason=reason)
-    inbox = open_inbox(engine, table_prefix, clock)
+    inbox = store_of(engine, table_prefix, clock)
     return inbox.release_quarantine(record_id, actor=actor, reason=reason)
 
 
@@ -128,7 +134,7 @@ def resolve_quarantine(
         ConfigurationError: ``actor`` or ``reason`` is empty, or the
             ``quarantine_actions`` table is missing.
     """
-    inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix, clock)
+    inbox = store_of(engine, table_prefix, clock)
     if not inbox.resolve_quarantine(record_id, actor=actor, reason=reason):
         return None
     return inbox.quarantine_actions(record_id)[-1]

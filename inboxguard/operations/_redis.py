@@ -1,12 +1,14 @@
-"""The read model of a :class:`~inboxguard.RedisInbox`: the same values the
-SQL branch returns, read through the inbox's own methods (its store-specific
-counting lives in :mod:`inboxguard.inbox.redis`)."""
+"""The read model of a store given in place of an engine (a
+:class:`~inboxguard.RedisInbox`): the same values the SQL branch returns,
+read through the store's own methods (a key-scanning store's counting lives
+in :mod:`inboxguard.inbox.redis`)."""
 
 from __future__ import annotations
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard.inbox import QuarantineRecord
-from inboxguard.inbox.redis import RedisInbox, operations
+from inboxguard.errors import ConfigurationError
+from inboxguard.inbox import InboxStore, QuarantineRecord
+from inboxguard.inbox.redis import operations
 from inboxguard.operations._records import (
     CommandExplanation,
     ConsumerStats,
@@ -17,8 +19,22 @@ from inboxguard.operations._records import (
 __all__ = ["explain_redis", "quarantine_detail_redis", "stats_redis"]
 
 
-def stats_redis(inbox: RedisInbox, clock: Clock | None) -> Stats:
-    """:func:`inboxguard.stats` of a Redis inbox (no outbox or ledger in Redis)."""
+def _scanned(inbox: InboxStore, what: str) -> None:
+    if not inbox.capabilities.key_scan:
+        msg = (
+            f"{what} reads a {inbox.capabilities.store} store through its database: pass its"
+            " engine (and table_prefix) instead of the store"
+        )
+        raise ConfigurationError(msg)
+
+
+def stats_redis(inbox: InboxStore, clock: Clock | None) -> Stats:
+    """:func:`inboxguard.stats` of a key-scanning store (no outbox or ledger in Redis).
+
+    Raises:
+        ConfigurationError: the store is read through its database's tables.
+    """
+    _scanned(inbox, "stats()")
     found = operations.stats(inbox, clock=clock)
     consumers = tuple(
         ConsumerStats(
@@ -30,13 +46,18 @@ def stats_redis(inbox: RedisInbox, clock: Clock | None) -> Stats:
 
 
 def explain_redis(
-    inbox: RedisInbox,
+    inbox: InboxStore,
     consumer: str,
     command_id: str,
     hash_tag: str | None,
     clock: Clock | None,
 ) -> CommandExplanation:
-    """:func:`inboxguard.explain` of a Redis inbox (no effects or outbox row)."""
+    """:func:`inboxguard.explain` of a key-scanning store (no effects or outbox row).
+
+    Raises:
+        ConfigurationError: the store is read through its database's tables.
+    """
+    _scanned(inbox, "explain()")
     now = checked_now(clock or utc_now)
     told = operations.explain(
         inbox, consumer=consumer, command_id=command_id, hash_tag=hash_tag, clock=lambda: now
@@ -47,7 +68,7 @@ def explain_redis(
     )
 
 
-def quarantine_detail_redis(inbox: RedisInbox, record: QuarantineRecord) -> QuarantineDetail:
+def quarantine_detail_redis(inbox: InboxStore, record: QuarantineRecord) -> QuarantineDetail:
     """``record`` with its replays and actions, as the SQL branch returns it."""
     replays = tuple(inbox.quarantine_replays(record.id))
     return QuarantineDetail(record, replays, tuple(inbox.quarantine_actions(record.id)))

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects.state import EffectState
-from inboxguard.inbox.redis import RedisInbox
+from inboxguard.inbox import InboxStore
 from inboxguard.operations._records import ConsumerStats, EffectStats, OutboxStats, Stats
 from inboxguard.operations._redis import stats_redis
 from inboxguard.operations._tables import present_tables
@@ -21,7 +21,7 @@ __all__ = ["stats"]
 
 
 def stats(
-    engine: Engine | RedisInbox,
+    engine: Engine | InboxStore,
     *,
     table_prefix: str = "inboxguard_",
     clock: Clock | None = None,
@@ -38,7 +38,7 @@ def stats(
         ConfigurationError: ``table_prefix`` is unusable, or the clock
             returned something unusable.
     """
-    if isinstance(engine, RedisInbox):
+    if not isinstance(engine, Engine):
         return stats_redis(engine, clock)
     inbox, outbox, ledger = (
         inbox_tables(table_prefix),

@@ -81,10 +81,9 @@ def test_out_of_attempts_counts_from_one() -> None:
     assert not out_of_attempts(99, None)
 
 
-def test_one_canonical_sent_at_header_and_the_legacy_spelling_still_read() -> None:
+def test_one_sent_at_header() -> None:
     assert headers.SENT_AT == "x-inbox-sent-at"
-    assert headers.sent_at_of({headers.LEGACY_SENT_AT: "t0"}) == "t0"
-    both = {headers.LEGACY_SENT_AT: "old", headers.SENT_AT: "new"}
-    assert headers.sent_at_of(both) == "new"
+    assert headers.sent_at_of({headers.SENT_AT: "t0"}) == "t0"
+    assert headers.sent_at_of({"x-inboxguard-sent-at": "t0"}) is None
     assert headers.sent_at_of(None) is None
     assert inboxguard.outbox.HEADER_SENT_AT == headers.SENT_AT

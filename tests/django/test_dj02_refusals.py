@@ -77,3 +77,21 @@ def test_dj2_missing_tables_are_a_configuration_error(alias: str) -> None:
         with transaction.atomic(using=alias), _guard(box):
             pass
     box.engine.dispose()
+
+
+def test_dj2_an_async_session_factory_is_refused_by_the_adapters(dj_inbox: Any) -> None:
+    """The Django store has no AsyncSession path (capabilities.async_sessions is
+    False): the Dramatiq and FastStream adapters refuse an async_session_factory
+    for it when they are built, not at the first delivery."""
+    from inboxguard.adapters.dramatiq import InboxMiddleware as DramatiqMiddleware
+    from inboxguard.adapters.faststream import InboxMiddleware as FastStreamMiddleware
+
+    assert not dj_inbox.capabilities.async_sessions
+    with pytest.raises(ConfigurationError, match="django store"):
+        DramatiqMiddleware(
+            dj_inbox, session_factory=dj_inbox.session, async_session_factory=lambda: None
+        )
+    with pytest.raises(ConfigurationError, match="django store"):
+        FastStreamMiddleware(
+            dj_inbox, consumer="c", command_id="id", async_session_factory=lambda: None
+        )

@@ -14,7 +14,13 @@ from dramatiq.brokers.stub import StubBroker
 from kombu import Connection, Consumer, Producer, Queue
 from kombu.message import Message
 
-from inboxguard import ConfigurationError, RedisInbox, RetentionPolicy, current_session
+from inboxguard import (
+    BeyondRetentionError,
+    ConfigurationError,
+    RedisInbox,
+    RetentionPolicy,
+    current_session,
+)
 from inboxguard.adapters.dramatiq import InboxMiddleware
 from inboxguard.adapters.kombu import guarded
 from tests.redis.conftest import DAY
@@ -120,3 +126,30 @@ def test_rd9_handler_decorator_runs_once_and_returns_the_stored_result(
             assert credit(pipe, "h-1", 4) == {"credited": 4}
     assert runs == ["h-1"]
     assert redis_client.get(f"{key_prefix}total") == b"4"
+
+
+def test_rd9_handler_sent_at_refuses_a_replay_older_than_the_horizon(
+    redis_client: Any, key_prefix: str
+) -> None:
+    """RedisInbox.handler(sent_at=...): as Inbox.handler, a message sent before
+    the evidence horizon is quarantined and refused, fn not run, no evidence;
+    one sent inside it runs."""
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    box = RedisInbox(redis_client, retention=DAY, key_prefix=key_prefix, clock=lambda: now)
+    runs: list[str] = []
+
+    @box.handler(consumer="h", command_id="cid", sent_at="sent")
+    def credit(pipe: Any, cid: str, sent: dt.datetime) -> str:
+        runs.append(cid)
+        pipe.incrby(f"{key_prefix}total", 1)
+        return cid
+
+    with redis_client.pipeline() as pipe, pytest.raises(BeyondRetentionError):
+        credit(pipe, "old", now - dt.timedelta(days=2))
+    assert runs == []
+    assert box.lookup("h", "old") is None
+    [record] = box.quarantine_records_of("h", "old")
+    assert record.reason == "beyond_retention"
+    with redis_client.pipeline() as pipe:
+        assert credit(pipe, "new", now - dt.timedelta(hours=1)) == "new"
+    assert runs == ["new"]

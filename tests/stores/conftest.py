@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stores.harness import StoreHarness
+from inboxguard.testing.conformance import StoreHarness
 from tests.stores.registry import STORES
 
 

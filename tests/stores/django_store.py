@@ -13,10 +13,10 @@ import pytest
 
 from inboxguard import RetentionPolicy
 from inboxguard._core.clock import Clock
+from inboxguard.testing.conformance import SHORT_LOCK_TIMEOUT, run_in_threads
 from tests.conftest import unique
 from tests.django.ledger import Ledger
 from tests.django.support import add_alias, close_all, configure
-from tests.stores.harness import SHORT_LOCK_TIMEOUT, run_in_threads
 
 __all__ = ["DjangoStore", "django_store"]
 
@@ -75,6 +75,12 @@ class DjangoStore:
         return inbox.guard(
             consumer=consumer, command_id=command_id, payload=payload, sent_at=sent_at
         )
+
+    def guard_batch(
+        self, inbox: Any, tx: Any, *, consumer: str, commands: list[tuple[str, Any]]
+    ) -> Any:
+        """``guard_batch`` on the transaction (refused where the store says so)."""
+        return inbox.guard_batch(tx, consumer=consumer, commands=commands)
 
     def mutate(self, tx: Any, command_id: str, amount: int) -> None:
         """Insert a ledger row on Django's connection."""

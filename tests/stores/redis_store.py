@@ -13,8 +13,8 @@ import pytest
 
 from inboxguard import RedisInbox, RetentionPolicy
 from inboxguard._core.clock import Clock
+from inboxguard.testing.conformance import SHORT_LOCK_TIMEOUT, run_in_threads
 from tests.conftest import REDIS_URL, require_service, unique
-from tests.stores.harness import SHORT_LOCK_TIMEOUT, run_in_threads
 
 __all__ = ["RedisStore", "redis_store"]
 
@@ -65,6 +65,12 @@ class RedisStore:
         return inbox.guard(
             tx, consumer=consumer, command_id=command_id, payload=payload, sent_at=sent_at
         )
+
+    def guard_batch(
+        self, inbox: RedisInbox, tx: Any, *, consumer: str, commands: list[tuple[str, Any]]
+    ) -> Any:
+        """``guard_batch`` on the transaction (refused where the store says so)."""
+        return inbox.guard_batch(tx, consumer=consumer, commands=commands)
 
     def mutate(self, tx: Any, command_id: str, amount: int) -> None:
         """INCRBY the total and RPUSH the command ID, queued in the pipeline."""

@@ -2,7 +2,7 @@
 
 A factory takes the pytest request (to reach session fixtures such as
 ``pg_url``) and is a context manager yielding a
-:class:`tests.stores.harness.StoreHarness` on an isolated store. A new store
+:class:`inboxguard.testing.conformance.StoreHarness` on an isolated store. A new store
 is one module beside this one and one line here.
 """
 
@@ -13,9 +13,10 @@ from contextlib import AbstractContextManager
 
 import pytest
 
+from inboxguard.testing.conformance import StoreHarness
 from tests.stores.django_store import django_store
-from tests.stores.harness import StoreHarness
 from tests.stores.redis_store import redis_store
+from tests.stores.sql_async_store import sql_async_store
 from tests.stores.sql_store import sql_store
 
 __all__ = ["STORES", "StoreFactory"]
@@ -27,5 +28,7 @@ STORES: dict[str, StoreFactory] = {
     "sql-sqlite": sql_store("sqlite"),
     "sql-postgresql": sql_store("postgresql"),
     "sql-mysql": sql_store("mysql"),
+    "sql-async-sqlite": sql_async_store("sqlite"),
+    "sql-async-postgresql": sql_async_store("postgresql"),
     "redis": redis_store,
 }

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from inboxguard import Inbox, RetentionPolicy
 from inboxguard._core.clock import Clock
+from inboxguard.testing.conformance import SHORT_LOCK_TIMEOUT, run_in_threads
 from tests.conftest import unique
-from tests.stores.harness import SHORT_LOCK_TIMEOUT, run_in_threads
 
 __all__ = ["SqlStore", "sql_store"]
 
@@ -72,6 +72,12 @@ class SqlStore:
         return inbox.guard(
             tx, consumer=consumer, command_id=command_id, payload=payload, sent_at=sent_at
         )
+
+    def guard_batch(
+        self, inbox: Inbox, tx: Session, *, consumer: str, commands: list[tuple[str, Any]]
+    ) -> Any:
+        """``guard_batch`` on the transaction (refused where the store says so)."""
+        return inbox.guard_batch(tx, consumer=consumer, commands=commands)
 
     def mutate(self, tx: Session, command_id: str, amount: int) -> None:
         """Insert a ledger row in the session's transaction."""

@@ -5,7 +5,7 @@
 the inbox, runs the body, stores its result and commits; only then does the
 worker ack the message (``acks_late``). Importing this module connects two
 signal receivers: ``before_task_publish`` stamps ``x-inbox-sent-at`` on
-every published task (the legacy ``x-inboxguard-sent-at`` is still read), and
+every published task, and
 ``celeryd_after_setup`` refuses to start a worker whose guarded tasks are
 misdeclared or ack failed deliveries, whose database lacks the inbox tables,
 or whose replay windows outlive an inbox's evidence horizon.

@@ -8,9 +8,10 @@ from typing import Any
 
 from celery import shared_task
 
+from inboxguard import InboxStore
 from inboxguard._core.extract import CommandIdSpec, command_id_getter
 from inboxguard._core.guarantee import Guarantee
-from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
 from inboxguard.adapters.celery._guarantee import GUARANTEE_OPTION
 from inboxguard.adapters.celery._options import SHARED_CONSUMER_OPTION
 from inboxguard.adapters.celery._task import InboxTask
@@ -20,7 +21,7 @@ __all__ = ["inbox_task"]
 
 
 def inbox_task(
-    inbox: AnyInbox,
+    inbox: InboxStore,
     *,
     session_factory: Callable[[], Any],
     command_id: CommandIdSpec,

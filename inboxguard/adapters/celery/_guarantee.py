@@ -21,11 +21,11 @@ from inboxguard._core.guarantee import GuaranteeFact, Setting, check_declared_gu
 from inboxguard._core.handlers import (
     HandlerFacts,
     Registration,
-    ReplayWindow,
     add_preparer,
     describe_command_id,
     register_handler,
 )
+from inboxguard._core.retention import Window
 from inboxguard.adapters.celery._options import task_function
 
 __all__ = ["GUARANTEE_OPTION", "register_task", "use_window_source"]
@@ -83,14 +83,14 @@ def _facts(declared: Any) -> HandlerFacts:
     task = _live(declared)
     name = str(task.name)
     windows = [
-        ReplayWindow(window, length, item.sources[window])
+        window
         for item in _window_source(task.app)
         if item.task == name
-        for window, length in item.windows.items()
+        for window in item.as_windows()
     ]
     retry = next((w for w in windows if w.name == "retry_schedule"), None)
     if retry is None and task.max_retries is None:
-        retry = ReplayWindow("retry_schedule", None, f"task {name}: max_retries=None")
+        retry = Window("retry_schedule", None, f"task {name}: max_retries=None")
     fn, _ = task_function(task)
     consumer = getattr(task, "inbox_consumer", None) or name
     exclude = ", ".join(getattr(task, "inbox_exclude", ()) or ()) or "none"

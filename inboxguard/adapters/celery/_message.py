@@ -34,9 +34,7 @@ def judged_from_request(request: Any, task_name: str) -> dt.datetime | None:
 def _sent_at(request: Any, task_name: str) -> dt.datetime | None:
     raw = headers.sent_at_of(getattr(request, "headers", None))
     if raw is None:  # custom headers can also arrive as request attributes
-        raw = headers.sent_at_of(
-            {name: getattr(request, name, None) for name in headers.SENT_AT_SPELLINGS}
-        )
+        raw = getattr(request, headers.SENT_AT, None)
     if raw is None:
         return None
     try:

@@ -11,11 +11,10 @@ from urllib.parse import urlsplit
 
 from celery import signals
 
-from inboxguard import ConfigurationError, RetentionMisalignedError
+from inboxguard import ConfigurationError, InboxStore, RetentionMisalignedError
 from inboxguard._core import headers as _headers
-from inboxguard._core.retention import format_duration
+from inboxguard._core.retention import Window, format_duration
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
-from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
 from inboxguard.adapters.celery._quiet import install_filter
@@ -48,17 +47,21 @@ REPLAY_WINDOWS_SETTING = "inboxguard_replay_windows"
 class ReplayWindows:
     """Windows through which one inbox task's messages can come back."""
 
-    inbox: AnyInbox
+    inbox: InboxStore
     task: str
     windows: dict[str, dt.timedelta]
     #: Where each window was found, by window name.
     sources: dict[str, str]
 
+    def as_windows(self) -> tuple[Window, ...]:
+        """Each window as a :class:`~inboxguard._core.retention.Window`."""
+        return tuple(Window(n, length, self.sources[n]) for n, length in self.windows.items())
+
 
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
     """``before_task_publish`` receiver: record when a task was first published.
 
-    An existing stamp (in either spelling) is kept, so a ``retry()`` (which
+    An existing stamp is kept, so a ``retry()`` (which
     re-sends the request's custom headers) carries the original publish time.
     """
     if isinstance(headers, dict) and _headers.sent_at_of(headers) is None:
@@ -144,7 +147,7 @@ def check_worker(app: Any) -> None:
             inbox's tables are missing.
         RetentionMisalignedError: a replay window outlives the horizon.
     """
-    inboxes: dict[int, AnyInbox] = {}
+    inboxes: dict[int, InboxStore] = {}
     for name in sorted(app.tasks):
         task = app.tasks[name]
         if isinstance(task, InboxTask):

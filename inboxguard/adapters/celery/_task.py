@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
-from inboxguard import QuarantineReason
+from inboxguard import InboxStore, QuarantineReason
 from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
 from inboxguard._core.guarantee import Guarantee
@@ -27,7 +27,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import AnyInbox, transaction
+from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
@@ -43,7 +43,7 @@ __all__ = ["SENT_AT_HEADER", "InboxTask"]
 logger = logging.getLogger("inboxguard.celery")
 
 #: Message header holding the ISO-8601 UTC time the task was first published
-#: (``x-inbox-sent-at``; the legacy ``x-inboxguard-sent-at`` is read too).
+#: (``x-inbox-sent-at``).
 SENT_AT_HEADER = headers.SENT_AT
 #: First backoff step (seconds) of a retry after a busy claim or a transient error.
 DEFAULT_RETRY_BASE = 1.0
@@ -89,7 +89,7 @@ class InboxTask(Task):  # type: ignore[misc]
     acks_on_failure = False
     acks_on_timeout = False
     #: The inbox the claims are recorded in.
-    inbox: AnyInbox | None = None
+    inbox: InboxStore | None = None
     #: Zero-argument callable returning a new SQLAlchemy ``Session``.
     inbox_session_factory: Callable[[], Any] | None = None
     #: The command ID: a callable over the task's arguments, or an argument name.
@@ -251,7 +251,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def _claim_and_run(
         self,
-        inbox: AnyInbox,
+        inbox: InboxStore,
         session: Any,
         command_id: Any,
         payload: Any,
@@ -309,7 +309,7 @@ class InboxTask(Task):  # type: ignore[misc]
 
     # -- configuration -----------------------------------------------------------------
 
-    def _require_setup(self) -> tuple[AnyInbox, Callable[[], Any]]:
+    def _require_setup(self) -> tuple[InboxStore, Callable[[], Any]]:
         factory = _option(self, "inbox_session_factory")
         if self.inbox is None or factory is None:
             msg = (

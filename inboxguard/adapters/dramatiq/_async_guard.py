@@ -94,7 +94,7 @@ class AsyncGuard(GuardCore):
             engine = await self._engine()
         except Exception:
             return False
-        # InboxMiddleware refuses a RedisInbox for async actors: this is an Inbox.
+        # InboxMiddleware takes async actors only with a store of AsyncSessions.
         inbox = cast("Inbox", self.inbox)
         return await record_refusal_async(inbox, engine, error, refused, self.reason(outcome))
 

@@ -18,7 +18,6 @@ from inboxguard._core.guarantee import Guarantee, GuaranteeFact, check_declared_
 from inboxguard._core.handlers import (
     HandlerFacts,
     Registration,
-    ReplayWindow,
     describe_command_id,
     register_handler,
 )
@@ -66,7 +65,7 @@ def _facts(
     declared: Guarantee | None,
     fn: Any,
 ) -> HandlerFacts:
-    windows = [ReplayWindow(w.name, w.length, w.source) for w in replay_windows(broker, [actor])]
+    windows = replay_windows(broker, [actor])
     retry = next((w for w in windows if w.name == "retry_schedule"), None)
     options = actor.options
     exclude = options.get("inbox_exclude", ())

@@ -25,7 +25,7 @@ from dramatiq.broker import MessageProxy
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from inboxguard import QuarantineReason
+from inboxguard import InboxStore, QuarantineReason
 from inboxguard._core import faults
 from inboxguard._core.extract import Getter, payload_of
 from inboxguard.adapters._delivery import judged_from
@@ -38,7 +38,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import AnyInbox, transaction
+from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
 from inboxguard.errors import (
     CommandRejectedError,
@@ -101,7 +101,7 @@ class GuardCore:
     def __init__(
         self,
         *,
-        inbox: AnyInbox,
+        inbox: InboxStore,
         broker: Broker,
         actor_name: str,
         consumer: str,

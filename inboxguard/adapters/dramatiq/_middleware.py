@@ -25,13 +25,15 @@ from dramatiq.asyncio import async_to_sync
 from dramatiq.broker import MessageProxy
 from dramatiq.middleware import AsyncIO, MiddlewareError
 
+from inboxguard import InboxStore
 from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
+from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
-from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import (
     AsyncGuard,
     AsyncSessionFactory,
@@ -51,14 +53,13 @@ from inboxguard.adapters.dramatiq._guard import (
     SessionFactory,
     current_message,
 )
-from inboxguard.adapters.dramatiq._windows import Window, replay_windows
+from inboxguard.adapters.dramatiq._windows import replay_windows
 from inboxguard.errors import (
     ConfigurationError,
     InboxGuardError,
     PayloadEncodingError,
     RetentionMisalignedError,
 )
-from inboxguard.inbox.redis import RedisInbox
 
 __all__ = ["InboxMiddleware"]
 
@@ -143,7 +144,7 @@ class InboxMiddleware(Middleware):
 
     def __init__(
         self,
-        inbox: AnyInbox,
+        inbox: InboxStore,
         *,
         session_factory: SessionFactory,
         async_session_factory: AsyncSessionFactory | None = None,
@@ -165,10 +166,11 @@ class InboxMiddleware(Middleware):
                 f" {async_session_factory!r}"
             )
             raise ConfigurationError(msg)
-        if async_session_factory is not None and isinstance(inbox, RedisInbox):
+        if async_session_factory is not None and not inbox.capabilities.async_sessions:
             msg = (
-                "async actors are not guarded with a RedisInbox; guard sync actors (the"
-                " session_factory returns a redis client) or use an Inbox for async ones"
+                "async actors are guarded in a SQLAlchemy AsyncSession, which the"
+                f" {inbox.capabilities.store} store does not take; guard sync actors"
+                " (session_factory) or use an inboxguard.Inbox for async ones"
             )
             raise ConfigurationError(msg)
         if not isinstance(busy_delay, dt.timedelta) or busy_delay <= dt.timedelta(0):
@@ -277,7 +279,7 @@ class InboxMiddleware(Middleware):
             if self.guarded:
                 require_tables(self.inbox)
             horizon = self.inbox.retention.horizon
-            checked = [(w.name, w.length, w.source, horizon) for w in self.replay_windows(broker)]
+            checked = [(w.name, w.bound, w.source, horizon) for w in self.replay_windows(broker)]
             log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)
@@ -303,7 +305,7 @@ class InboxMiddleware(Middleware):
             )
             raise ConfigurationError(msg)
         for window in self.replay_windows(broker):
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
 
     def replay_windows(self, broker: Broker) -> list[Window]:
         """The windows through which the guarded actors' messages can come

@@ -12,28 +12,16 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from dramatiq import Actor, Broker
 from dramatiq.middleware import Retries
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
+from inboxguard._core.retention import UNBOUNDED, Window
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["Window", "replay_windows", "retries_of", "retry_span"]
-
-#: Stands in for "no bound" (``max_retries=None``); longer than any horizon.
-UNBOUNDED = dt.timedelta(days=999_999_999)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One replay window: its name, its length and where it was read."""
-
-    name: str
-    length: dt.timedelta
-    source: str
+__all__ = ["replay_windows", "retries_of", "retry_span"]
 
 
 def retries_of(broker: Broker) -> Retries:

@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from faststream import BaseMiddleware
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -45,7 +45,10 @@ from inboxguard.adapters.faststream._startup import (
     replay_windows,
 )
 from inboxguard.errors import ConfigurationError
-from inboxguard.inbox import Inbox
+from inboxguard.inbox import InboxStore, is_inbox_store
+
+if TYPE_CHECKING:
+    from inboxguard.inbox import Inbox
 
 __all__ = ["InboxMiddleware"]
 
@@ -110,9 +113,9 @@ class InboxMiddleware:
         ConfigurationError: an argument that cannot keep the guarantees.
     """
 
-    def __init__(  # noqa: PLR0913 - the contract of issue 18 plus the retry settings
+    def __init__(  # noqa: PLR0913 - the guard's settings plus the retry settings
         self,
-        inbox: Inbox,
+        inbox: InboxStore,
         *,
         consumer: str,
         command_id: CommandId,
@@ -126,10 +129,16 @@ class InboxMiddleware:
         shared_consumer: bool = False,
         dead_letter_topic: str | None = None,
     ) -> None:
-        if not isinstance(inbox, Inbox):
+        if not (is_inbox_store(inbox) and inbox.capabilities.transaction == "session"):
             msg = f"InboxMiddleware needs an inboxguard.Inbox, got {type(inbox).__name__}"
             raise ConfigurationError(msg)
         _require_one_factory(session_factory, async_session_factory)
+        if async_session_factory is not None and not inbox.capabilities.async_sessions:
+            msg = (
+                f"async_session_factory needs a store of AsyncSessions; the"
+                f" {inbox.capabilities.store} store guards only in session_factory's sessions"
+            )
+            raise ConfigurationError(msg)
         self.inbox = inbox
         self.default = HandlerOptions.checked(consumer, command_id, exclude, shared_consumer)
         self.session_factory = session_factory
@@ -186,7 +195,7 @@ class InboxMiddleware:
         for window in replay_windows(
             subscribers, max_attempts=policy.max_attempts, retry_delay=self.retry_delay
         ):
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
         if self.windows:
             self.inbox.require_alignment("faststream: InboxMiddleware(windows=...)", **self.windows)
         for found in kafka_windows(broker, subscribers):
@@ -242,7 +251,9 @@ class InboxMiddleware:
                 engine = (await session.connection()).engine
         except Exception:
             return False
-        return await record_refusal_async(self.inbox, engine, error, refused, reason)
+        # __init__ takes an async_session_factory only with a store of AsyncSessions.
+        inbox = cast("Inbox", self.inbox)
+        return await record_refusal_async(inbox, engine, error, refused, reason)
 
 
 class _Scope(BaseMiddleware):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters.faststream._kafka import check_kafka_policy, is_kafka
@@ -27,20 +27,11 @@ from inboxguard.adapters.faststream._options import (
     options_for,
 )
 from inboxguard.errors import ConfigurationError
-from inboxguard.inbox import Inbox
+from inboxguard.inbox import InboxStore
 
-__all__ = ["Window", "check_subscribers", "replay_windows"]
+__all__ = ["check_subscribers", "replay_windows"]
 
 logger = logging.getLogger("inboxguard.faststream")
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One replay window: its name, its length and where it was read."""
-
-    name: str
-    length: dt.timedelta
-    source: str
 
 
 def replay_windows(
@@ -191,7 +182,7 @@ def check_ack_policy(sub: Any) -> None:
 
 
 def check_subscribers(
-    inbox: Inbox, subscribers: Iterable[Any], default: HandlerOptions
+    inbox: InboxStore, subscribers: Iterable[Any], default: HandlerOptions
 ) -> list[tuple[str, str]]:
     """Claim each handler's consumer name; return ``(handler, consumer)`` pairs.
 
@@ -212,7 +203,7 @@ def check_subscribers(
     return claimed
 
 
-def check_tables(inbox: Inbox) -> None:
+def check_tables(inbox: InboxStore) -> None:
     """Refuse a database without the inbox's tables (see ``require_tables``)."""
     require_tables(inbox)
 

@@ -48,7 +48,7 @@ from kombu.message import Message
 from kombu.messaging import Producer
 from sqlalchemy.orm import Session
 
-from inboxguard import QuarantineReason
+from inboxguard import InboxStore, QuarantineReason
 from inboxguard._core import faults
 from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._consumers import claim_consumer
@@ -71,7 +71,7 @@ from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import AnyInbox, transaction
+from inboxguard.adapters._stores import transaction
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -106,9 +106,9 @@ _STAMP = (
 )
 
 
-def guarded(  # noqa: PLR0913 - the issue's signature
+def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     handler: Callable[[Any, Message], Any],
-    inbox: AnyInbox,
+    inbox: InboxStore,
     *,
     session_factory: Callable[[], Any],
     command_id: IdSpec = None,
@@ -209,7 +209,7 @@ class _Runner:
     def __init__(
         self,
         handler: Callable[[Any, Message], Any],
-        inbox: AnyInbox,
+        inbox: InboxStore,
         session_factory: Callable[[], Session],
         command_id: Callable[[Delivery], Any],
         consumer: str,

@@ -10,24 +10,31 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from inboxguard._core.checks import check_clock
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard._core.extract import CommandIdSpec
-from inboxguard._core.guarantee import Guarantee
+from inboxguard._core.guarantee import Guarantee, Setting
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import check_switch, telemetry_for
-from inboxguard.inbox._handlers import async_handler, registering, sync_handler
+from inboxguard.errors import ConfigurationError
+from inboxguard.inbox._handlers import SentAtSpec, async_handler, registering, sync_handler
 from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay, audited
 from inboxguard.inbox._records import InboxEntry, InboxRecord, QuarantineReason, QuarantineRecord
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
+from inboxguard.inbox.redis._capabilities import CAPABILITIES, NO_BATCH
 from inboxguard.inbox.redis._checks import check_client, check_durations, is_cluster
 from inboxguard.inbox.redis._drive import drive_sync, write_quarantine
 from inboxguard.inbox.redis._drive_async import drive_async
 from inboxguard.inbox.redis._flow import RedisFlows
 from inboxguard.inbox.redis._keys import KeySpace
-from inboxguard.inbox.redis._server import RedisDurability, check_eviction, read_durability
+from inboxguard.inbox.redis._server import (
+    RedisDurability,
+    check_eviction,
+    describe_boundary,
+    read_durability,
+)
 from inboxguard.inbox.redis._store import RedisRecords
 
 __all__ = ["DEFAULT_LEASE", "RedisInbox"]
@@ -80,6 +87,9 @@ class RedisInbox:
             server may evict keys (see ``allow_eviction``).
     """
 
+    #: Pipelines, sync and redis.asyncio; no batch claim (see ``_capabilities``).
+    capabilities = CAPABILITIES
+
     def __init__(  # noqa: PLR0913 - keyword-only settings, as Inbox
         self,
         client: Any,
@@ -124,6 +134,11 @@ class RedisInbox:
         return f"<RedisInbox {self.client!r} {self.key_prefix!r} {self.retention}>"
 
     # -- server --------------------------------------------------------------------------
+
+    def transaction_boundary(self) -> tuple[str, dict[str, Setting]]:
+        """The guarantee table's boundary, with the durability the server reports
+        now (a change of ``appendfsync``, AOF or replication shows in a lock check)."""
+        return describe_boundary(self.durability(), self.key_prefix)
 
     def durability(self) -> RedisDurability:
         """Read from the server what a committed claim survives: eviction
@@ -209,6 +224,23 @@ class RedisInbox:
         flow = self._flows.guard(consumer, command_id, payload, exclude, sent_at, details, hash_tag)
         return drive_async(flow, pipe, self.keys, self._flows.telemetry)
 
+    def guard_batch(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused: a Redis inbox claims one command per ``EXEC``
+        (``capabilities.batch`` is False).
+
+        Raises:
+            ConfigurationError: always.
+        """
+        raise ConfigurationError(NO_BATCH)
+
+    def guard_batch_async(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused, as :meth:`guard_batch`.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        raise ConfigurationError(NO_BATCH)
+
     def handler(
         self,
         *,
@@ -216,19 +248,23 @@ class RedisInbox:
         command_id: CommandIdSpec,
         exclude: Iterable[str] = (),
         guarantee: Guarantee | None = None,
+        sent_at: SentAtSpec | None = None,
     ) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorate ``fn(pipe, *args, **kwargs)`` so each command runs once
         (see :meth:`inboxguard.Inbox.handler`); ``fn`` queues its writes on
         ``pipe``. The handler is listed by :func:`inboxguard.guarantees_of`,
         its table stating the server's durability (:meth:`durability`).
+        ``sent_at`` (a callable over the arguments after ``pipe``, or the name
+        of one) gives the message's own timestamp: a replay older than the
+        evidence horizon is quarantined and refused.
 
         Raises:
-            ConfigurationError: ``command_id`` names no argument of ``fn``, or
-                ``guarantee`` declares a field inboxguard derives.
+            ConfigurationError: ``command_id`` or ``sent_at`` names no argument
+                of ``fn``, or ``guarantee`` declares a field inboxguard derives.
         """
         exclude = tuple(exclude)
         decorate = sync_handler(
-            self.guard, consumer=consumer, command_id=command_id, exclude=exclude
+            self.guard, consumer=consumer, command_id=command_id, exclude=exclude, sent_at=sent_at
         )
         return registering(
             self, "RedisInbox.handler", decorate, consumer, command_id, exclude, guarantee
@@ -241,11 +277,16 @@ class RedisInbox:
         command_id: CommandIdSpec,
         exclude: Iterable[str] = (),
         guarantee: Guarantee | None = None,
+        sent_at: SentAtSpec | None = None,
     ) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
         """:meth:`handler` for ``async def fn(pipe, ...)`` on a redis.asyncio pipeline."""
         exclude = tuple(exclude)
         decorate = async_handler(
-            self.guard_async, consumer=consumer, command_id=command_id, exclude=exclude
+            self.guard_async,
+            consumer=consumer,
+            command_id=command_id,
+            exclude=exclude,
+            sent_at=sent_at,
         )
         return registering(
             self, "RedisInbox.handler_async", decorate, consumer, command_id, exclude, guarantee

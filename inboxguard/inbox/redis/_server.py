@@ -8,9 +8,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from inboxguard._core.guarantee import Setting
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["RedisDurability", "check_eviction", "client_from_url", "error_kind", "read_durability"]
+__all__ = [
+    "RedisDurability",
+    "check_eviction",
+    "client_from_url",
+    "describe_boundary",
+    "error_kind",
+    "read_durability",
+]
 
 _FSYNC_LOSS = {
     "always": "nothing acknowledged (fsync before each EXEC is acknowledged)",
@@ -173,3 +181,22 @@ def error_kind(error: BaseException) -> str | None:
     if isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError):
         return "unreachable"
     return "refused" if isinstance(error, exceptions.RedisError) else None
+
+
+#: What a Redis guarantee table states of the server's durability, read from it.
+_STATED = ("maxmemory_policy", "appendonly", "appendfsync", "save", "role", "replicas")
+
+
+def describe_boundary(
+    durability: RedisDurability, key_prefix: str
+) -> tuple[str, dict[str, Setting]]:
+    """A Redis inbox's transaction boundary as its guarantee table states it."""
+    found = durability.as_dict()
+    settings: dict[str, Setting] = {"store": "redis", "key_prefix": key_prefix}
+    settings.update({f"server.{name}": found[name] for name in _STATED})
+    text = (
+        "one Redis MULTI/EXEC (WATCH + lease): the evidence key (prefix"
+        f" {key_prefix!r}) commits with the handler's queued writes in one EXEC,"
+        f" or neither does; durability read from the server: {durability.summary}"
+    )
+    return text, settings

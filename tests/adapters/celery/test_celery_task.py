@@ -122,25 +122,6 @@ def test_message_older_than_horizon_is_quarantined_and_rejected(app, setup) -> N
     assert [r.reason for r in box.quarantined("c")] == ["beyond_retention"]
 
 
-def test_legacy_sent_at_stamp_in_flight_keeps_its_age_check(app, setup) -> None:
-    """A message stamped by an earlier release (``x-inboxguard-sent-at``) keeps its age check."""
-    box, factory, ledger = setup
-
-    @inbox_task(box, session_factory=factory, command_id="ref", consumer="c", name=unique("t"))
-    def apply_ref(ref: str) -> None:
-        inboxguard.current_session().execute(ledger.insert().values(ref=ref))
-
-    assert SENT_AT_HEADER == "x-inbox-sent-at"
-    old = (dt.datetime.now(dt.UTC) - dt.timedelta(days=2)).isoformat()
-    result = apply_ref.apply(args=("r1",), headers={"x-inboxguard-sent-at": old})
-    assert result.state == "REJECTED"
-    assert _rows(box, ledger) == 0
-    assert [r.reason for r in box.quarantined("c")] == ["beyond_retention"]
-    legacy = {"x-inboxguard-sent-at": old}
-    stamp_sent_at(headers=legacy)  # a retry of it keeps the original stamp, adds none
-    assert legacy == {"x-inboxguard-sent-at": old}
-
-
 def _locked() -> OperationalError:
     return OperationalError("INSERT", {}, sqlite3.OperationalError("database is locked"))
 

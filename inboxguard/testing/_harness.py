@@ -1,24 +1,4 @@
-"""The protocol every store of the shared inbox guarantee suite implements.
-
-A store is one place a consumer keeps its state and its inbox evidence: a SQL
-database through the SQLAlchemy :class:`inboxguard.Inbox`, Redis through
-:class:`inboxguard.RedisInbox`, Django's ORM... The shared suite
-(``test_shared_guarantees.py``) states the store-independent promises once,
-in terms of this protocol, and runs them on every store of the registry.
-
-Rules for an implementation:
-
-- its factory (see ``registry.py``) is a context manager that creates an
-  isolated store (a database, table prefix or key prefix of its own) and
-  removes it afterwards; when its service is down it calls
-  :func:`tests.conftest.require_service` (skip, or fail under
-  ``INBOXGUARD_REQUIRE_SERVICES=1``);
-- ``inbox()`` may be called several times in one test (another clock, another
-  retention): every inbox of one store shares its evidence and quarantine,
-  and is built with a short lock timeout (at most about 1 s, the database's
-  own rounding aside) so the in-progress test stays fast;
-- errors are the classes of :mod:`inboxguard.errors`, never store-specific.
-"""
+"""What the store conformance suite needs of a store: :class:`StoreHarness`."""
 
 from __future__ import annotations
 
@@ -28,17 +8,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from inboxguard import InboxEntry, RetentionPolicy
+from inboxguard import InboxBatch, InboxEntry, RetentionPolicy
 from inboxguard._core.clock import Clock
 
-__all__ = ["StoreHarness", "run_in_threads"]
+__all__ = ["SHORT_LOCK_TIMEOUT", "StoreHarness", "run_in_threads"]
 
-#: How long a shared-suite lock timeout may be (see ``inbox()``).
+#: How long a suite lock timeout may be (see :meth:`StoreHarness.inbox`).
 SHORT_LOCK_TIMEOUT = dt.timedelta(milliseconds=300)
 
 
 class StoreHarness(Protocol):
-    """One store, as the shared suite sees it."""
+    """One store, as the conformance suite sees it."""
 
     name: str  # e.g. "sql-postgresql", "redis", "django-sqlite"
 
@@ -63,6 +43,13 @@ class StoreHarness(Protocol):
         sent_at: dt.datetime | None = None,
     ) -> AbstractContextManager[InboxEntry]:
         """The inbox's guard of one delivery inside ``tx``."""
+        ...
+
+    def guard_batch(
+        self, inbox: Any, tx: Any, *, consumer: str, commands: list[tuple[str, Any]]
+    ) -> AbstractContextManager[InboxBatch]:
+        """The inbox's batch guard of ``commands`` inside ``tx`` (a store whose
+        capabilities have no ``batch`` refuses it)."""
         ...
 
     def mutate(self, tx: Any, command_id: str, amount: int) -> None:
