@@ -157,7 +157,9 @@ def _target(args: argparse.Namespace) -> tuple[Engine, str, dt.timedelta | None]
         if not url:
             raise UsageError(f"give --db URL (or set {DB_ENV}), or --app MODULE:ATTR")
         return create_engine(url), args.prefix, args.horizon
-    inboxes = discover(resolve_object(args.app, default_attrs=DEFAULT_APP_ATTRS), args.app).sql_inboxes
+    inboxes = discover(
+        resolve_object(args.app, default_attrs=DEFAULT_APP_ATTRS), args.app
+    ).sql_inboxes
     if not inboxes:
         raise UsageError(f"--app {args.app!r} guards nothing with an inbox kept in SQL tables")
     inbox = inboxes[0]
