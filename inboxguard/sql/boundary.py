@@ -54,7 +54,11 @@ from sqlalchemy.sql.expression import (
 )
 
 from inboxguard.errors import ConfigurationError
-from inboxguard.sql.connection import TransactionMark, transaction_kept
+from inboxguard.sql.connection import (
+    TransactionMark,
+    driver_left_transaction,
+    transaction_kept,
+)
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.base.boundary import leading_words
 
@@ -304,6 +308,8 @@ class Boundary:
             return  # SQLAlchemy's own savepoints (begin_nested) are allowed
         if self._ends(statement):
             self._refuse(f"the statement {statement.strip()[:60]!r}")
+        if driver_left_transaction(conn):  # ended on the driver connection itself
+            self._refuse(f"the statement {statement.strip()[:60]!r} after the transaction ended")
         if self._name is not None and _ends_savepoint(statement, self._name):
             self._refuse(f"the statement {statement.strip()[:60]!r} (the guard's savepoint)")
 

@@ -49,6 +49,7 @@ __all__ = [
     "async_connection_of",
     "check_engine",
     "connection_of",
+    "driver_left_transaction",
     "refuse_shared_pool",
     "refuse_split_session",
     "shared_pool_problem",
@@ -277,6 +278,23 @@ def _driver_autocommits(conn: Connection) -> bool:
         return bool(conn.dialect.detect_autocommit_setting(dbapi))
     except NotImplementedError:
         return False
+
+
+def driver_left_transaction(conn: Connection) -> bool:
+    """True when the driver connection reports, in process, that it is outside
+    any transaction (a commit or rollback SQLAlchemy did not see); False when
+    it is inside one or cannot tell."""
+    driver: Any = conn.connection.driver_connection
+    status = getattr(driver, "in_transaction", None)  # sqlite3, aiosqlite
+    if isinstance(status, bool):
+        return not status
+    probe = getattr(driver, "is_in_transaction", None)  # asyncpg
+    if callable(probe):
+        return not probe()
+    info = getattr(driver, "info", None)  # psycopg
+    if info is not None and hasattr(info, "transaction_status"):
+        return int(info.transaction_status) == 0  # IDLE: no transaction block
+    return False
 
 
 def _driver_in_transaction(conn: Connection) -> bool:
