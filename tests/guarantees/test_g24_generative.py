@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import os
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,7 @@ class Program:
         return f"Program({' -> '.join(map(repr, self.steps)) or 'nothing'}; {outside})"
 
 
-ROUTES = ("session.commit()", "connection.commit()", "COMMIT statement")
+ROUTES = ("session.commit()", "connection.commit()", "COMMIT statement", "driver commit()")
 _leaf = st.one_of(
     st.just(Write()),
     st.just(Write()),
@@ -248,9 +249,11 @@ def _run_sync(w: World, session: Session, cid: str, steps: tuple[Any, ...]) -> N
                         session.commit()
                     elif route == "connection.commit()":
                         session.connection().commit()
+                    elif route == "driver commit()":
+                        session.connection().connection.dbapi_connection.commit()  # type: ignore[union-attr]
                     else:
                         session.execute(text("COMMIT"))
-                except ConfigurationError:
+                except (ConfigurationError, sqlite3.DatabaseError):
                     if not catch:
                         raise
             case Ended():
@@ -262,21 +265,30 @@ def _run_sync(w: World, session: Session, cid: str, steps: tuple[Any, ...]) -> N
                         _write(session, w.rows, inner)
 
 
-def _deliver_sync(w: World, cid: str, program: Program) -> None:
+def _deliver_sync(w: World, cid: str, program: Program) -> bool:
+    """Run the program; True when the guarded block ended without an error."""
+    ended = False
     # What leaves the caller's transaction has rolled it back: judged by _check.
     with contextlib.suppress(Exception), Session(w.engine) as session, session.begin():
         try:
             with w.inbox.guard(session, consumer="g", command_id=cid, payload={"v": 1}):
                 _run_sync(w, session, cid, program.steps)
+            ended = True
         except Exception:
             if not program.catch_outside:
                 raise
+    return ended
 
 
-def _check(w: World, cid: str, program: Program, redeliver: Any, mismatch: Any) -> None:
+def _check(
+    w: World, cid: str, program: Program, ended: bool, redeliver: Any, mismatch: Any
+) -> None:
+    """The invariant after ``program`` (``ended``: its guarded block ended
+    without an error), its redelivery and a mismatched delivery."""
     evidence = w.inbox.lookup("g", cid) is not None
     applied = w.applied(cid)
-    if evidence:
+    if evidence:  # only a block that ended well commits, and then all it kept
+        assert ended, (program, "evidence of a block that failed")
         assert applied == kept_writes(program.steps), (program, applied)
     else:
         assert applied == 0, (program, applied)
@@ -308,8 +320,8 @@ def test_g24_generated_programs_sync(world: World, program: Program) -> None:
             with w.inbox.guard(session, consumer="g", command_id=cid, payload={"v": 2}):
                 pass  # pragma: no cover - refused
 
-    _deliver_sync(w, cid, program)
-    _check(w, cid, program, redeliver, mismatch)
+    ended = _deliver_sync(w, cid, program)
+    _check(w, cid, program, ended, redeliver, mismatch)
 
 
 # -- asyncio --------------------------------------------------------------------------
@@ -361,9 +373,12 @@ async def _run_async(w: World, session: Any, cid: str, steps: tuple[Any, ...]) -
                         await session.commit()
                     elif route == "connection.commit()":
                         await (await session.connection()).commit()
+                    elif route == "driver commit()":
+                        conn = await session.connection()
+                        await conn.run_sync(lambda c: c.connection.dbapi_connection.commit())
                     else:
                         await session.execute(text("COMMIT"))
-                except ConfigurationError:
+                except (ConfigurationError, sqlite3.DatabaseError):
                     if not catch:
                         raise
             case Ended():
@@ -403,6 +418,8 @@ def test_g24_generated_programs_async(async_world: tuple[World, str], program: P
         finally:
             await engine.dispose()
 
+    ended: list[bool] = []
+
     async def guarded(session: Any, payload: dict[str, int], steps: tuple[Any, ...] | None) -> None:
         """The program's steps, or (None) the clean redelivery's one write."""
         async with w.inbox.guard_async(
@@ -412,6 +429,7 @@ def test_g24_generated_programs_async(async_world: tuple[World, str], program: P
                 await _run_async(w, session, cid, steps)
             elif not entry.duplicate:
                 await _run_async(w, session, cid, (Write(),))
+        ended.append(steps is not None)
 
     async def refused() -> None:
         engine = create_async_engine(aurl)
@@ -426,6 +444,7 @@ def test_g24_generated_programs_async(async_world: tuple[World, str], program: P
         w,
         cid,
         program,
+        bool(ended),
         lambda: asyncio.run(deliver({"v": 1}, None, False)),
         lambda: asyncio.run(refused()),
     )
