@@ -65,6 +65,32 @@ def test_g17_error_caught_outside_the_block_leaves_nothing(
     assert _balance(engine, accounts) == 10
 
 
+def test_g17_a_decorated_handler_that_fails_leaves_nothing(inbox: Inbox, engine: Engine) -> None:
+    """``Inbox.handler``: the decorated function writes, then raises; the caller
+    catches the error and commits. No claim and no write; the retry applies."""
+    accounts, ledger = create_business(engine, inbox.table_prefix)
+    fail = [True]
+
+    @inbox.handler(consumer="c", command_id="cid")
+    def charge(session: Session, cid: str) -> str:
+        apply(session.connection(), accounts, ledger, cid, 10)
+        if fail[0]:
+            raise RuntimeError("handler failed")
+        return cid
+
+    with Session(engine) as session, session.begin():
+        with pytest.raises(RuntimeError):
+            charge(session, "h1")
+    assert inbox.lookup("c", "h1") is None
+    assert count(engine, ledger) == 0
+    fail[0] = False
+    with Session(engine) as session, session.begin():
+        assert charge(session, "h1") == "h1"
+    with Session(engine) as session, session.begin():
+        assert charge(session, "h1") == "h1"  # a duplicate: not applied again
+    assert _balance(engine, accounts) == 10
+
+
 def test_g17_orm_objects_added_in_the_block_are_forgotten(inbox: Inbox, engine: Engine) -> None:
     """An ORM object the block added but never flushed is not flushed by the
     caller's later commit: the session forgets it with the savepoint."""
