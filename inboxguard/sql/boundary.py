@@ -32,18 +32,19 @@ a data change, the guard emits ``BEGIN`` first when the driver is not yet in
 one, so the savepoint nests in a transaction instead of becoming one that
 its release would commit.
 
-The statement listeners are added to the caller's connection only for the
-block (the claim and the result store run without them, so they may still
-take the direct path of :mod:`inboxguard.sql.direct`), and removed after it.
+The listeners are registered once per engine and dispatch only for a
+connection while its block runs (the claim and the result store run without
+them, so they may still take the direct path of :mod:`inboxguard.sql.direct`).
 """
 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.exc import DBAPIError, SAWarning, SQLAlchemyError
 from sqlalchemy.orm import Session, SessionTransaction
@@ -139,6 +140,8 @@ class Boundary:
         "_late",
         "_name",
         "_nested",
+        "_outer",
+        "_outer_session",
         "_session",
         "_session_tx",
         "_undo_driver",
@@ -163,20 +166,33 @@ class Boundary:
         self._label = "the command"
         self._watching = False
         self._had_events = True
+        self._outer: Boundary | None = None
+        self._outer_session: Boundary | None = None
         #: How the block tried to end the transaction, once refused (else None).
         self.refused: str | None = None
         self._late = False  # the savepoint opened after the claim: abandon rolls back all
 
     def watch(self, label: str) -> None:
         """Refuse every commit from now until :meth:`unwatch`; ``label`` names
-        the command in the refusal."""
+        the command in the refusal.
+
+        The listeners are registered once per engine (and once on the
+        ``Session`` class) and stay silent for every connection but a watched
+        one: SQLAlchemy dispatches a connection's statement and commit events
+        only while its ``_has_events`` flag is set, which this sets for the
+        block and puts back after it, so other connections keep their direct
+        path and watching costs no listener registration per block.
+        """
         conn = self._conn
         self._label = label
+        _listen_once(conn)
         self._had_events = bool(getattr(conn, "_has_events", True))
-        event.listen(conn, "before_cursor_execute", self._on_statement)
-        event.listen(conn, "commit", self._on_commit)
+        self._outer = _WATCHED.get(conn)
+        _WATCHED[conn] = self
+        conn._has_events = True  # noqa: SLF001 - see above
         if self._session is not None:
-            event.listen(self._session, "before_commit", self._on_session_commit)
+            self._outer_session = self._session.info.get(_SESSION_KEY)
+            self._session.info[_SESSION_KEY] = self
         self._undo_driver = refuse_driver_commit(conn.connection.dbapi_connection, self._refuse)
         self._watching = True
 
@@ -186,13 +202,17 @@ class Boundary:
             return
         self._watching = False
         conn = self._conn
-        event.remove(conn, "before_cursor_execute", self._on_statement)
-        event.remove(conn, "commit", self._on_commit)
-        if self._session is not None:
-            event.remove(self._session, "before_commit", self._on_session_commit)
         self._undo_driver()
-        if not self._had_events:  # the connection had no listener: keep its fast path
-            conn._has_events = False  # noqa: SLF001
+        if self._outer is None:
+            _WATCHED.pop(conn, None)
+        else:
+            _WATCHED[conn] = self._outer
+        conn._has_events = self._had_events  # noqa: SLF001
+        if self._session is not None:
+            if self._outer_session is None:
+                self._session.info.pop(_SESSION_KEY, None)
+            else:
+                self._session.info[_SESSION_KEY] = self._outer_session
 
     def kept(self, mark: TransactionMark) -> bool:
         """True when nothing was refused and SQLAlchemy's bookkeeping still
@@ -332,6 +352,50 @@ class Boundary:
         if inner is not None and inner is not self._session_tx:
             return  # the release of a savepoint the block opened
         self._refuse("session.commit()")
+
+
+#: The boundary watching each connection during its block (nested guards stack).
+_WATCHED: weakref.WeakKeyDictionary[Connection, Boundary] = weakref.WeakKeyDictionary()
+_SESSION_KEY = "inboxguard.boundary"
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_SESSIONS_LISTENED: list[bool] = []
+
+
+def _listen_once(conn: Connection) -> None:
+    """Register the refusals on ``conn``'s engine (and the Session class) once."""
+    if not _SESSIONS_LISTENED:
+        event.listen(Session, "before_commit", _session_commit)
+        _SESSIONS_LISTENED.append(True)
+    engine = conn.engine
+    while isinstance(getattr(engine, "_proxied", None), Engine):  # an OptionEngine
+        engine = engine._proxied  # type: ignore[attr-defined]  # noqa: SLF001
+    if engine in _ENGINES:
+        return
+    had = engine._has_events  # noqa: SLF001
+    event.listen(engine, "before_cursor_execute", _statement)
+    event.listen(engine, "commit", _commit)
+    engine._has_events = had  # noqa: SLF001 - only watched connections dispatch
+    _ENGINES.add(engine)
+
+
+def _statement(
+    conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+) -> None:
+    boundary = _WATCHED.get(conn)
+    if boundary is not None and boundary._watching:  # noqa: SLF001
+        boundary._on_statement(conn, cursor, statement, parameters, context, many)  # noqa: SLF001
+
+
+def _commit(conn: Connection) -> None:
+    boundary = _WATCHED.get(conn)
+    if boundary is not None and boundary._watching:  # noqa: SLF001
+        boundary._on_commit(conn)  # noqa: SLF001
+
+
+def _session_commit(session: Session) -> None:
+    boundary = session.info.get(_SESSION_KEY)
+    if isinstance(boundary, Boundary) and boundary._watching:  # noqa: SLF001
+        boundary._on_session_commit(session)  # noqa: SLF001
 
 
 def _ends_savepoint(statement: str, name: str) -> bool:
