@@ -7,7 +7,10 @@ its own, and run the caller's block with the entry (with
 whether the caller's transaction is still the one the claim was made in.
 Every decision, and its order, is the flow's. A database error raised while
 performing a request is thrown back into the flow, which decides what it
-means.
+means. Around the claim and the block each driver holds the guard's
+savepoint on the caller's connection (:mod:`inboxguard.sql.boundary`): rolled
+back when the block or the flow ends in an error or a cancellation, released
+after a normal end.
 
 A quarantine record is never written on the caller's connection: when the
 engine's pool would hand out the caller's own connection, or has none free,
