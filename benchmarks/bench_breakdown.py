@@ -8,7 +8,10 @@ on a Core connection:
   result (so the result store runs);
 - ``duplicate``: ``inbox.guard`` on a committed ID;
 - ``floor``: one ``INSERT ... ON CONFLICT DO NOTHING`` of the ID into a
-  one-column table, the statement the inbox benchmark's ``floor`` adds.
+  one-column table, the statement the inbox benchmark's ``floor`` adds;
+- ``floor savepoint``: the same insert inside a savepoint released after it
+  (``begin_nested()``), so the difference to ``floor`` is what the guard's own
+  savepoint around the claim and the block costs a message.
 
 Timed per message: the whole guard (from ``inbox.guard(...)`` to the end of
 the ``with``, the caller's block excluded), and each statement's time in the
@@ -56,7 +59,7 @@ from inboxguard.inbox._decide import prepare
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
 WARMUP = 300
-VARIANTS = ("fresh", "duplicate", "floor")
+VARIANTS = ("fresh", "duplicate", "floor", "floor savepoint")
 CONSUMER = "billing.transfers"
 RESULT = {"status": "applied", "ledger_id": 12345}
 PACKAGE = str(Path(__file__).resolve().parent.parent / "inboxguard")
@@ -130,7 +133,9 @@ def _kind(statement: Any) -> str:
 
 def _label(statement: str) -> str:
     head = statement.lstrip()[:6].upper().split(" ")[0]
-    return {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}.get(head, "other")
+    labels = {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}
+    labels |= {"SAVEPO": "savepoint", "RELEAS": "savepoint"}  # the guard's boundary
+    return labels.get(head, "other")
 
 
 def _loop(n: int, fn: Callable[[int], object]) -> float:
@@ -156,13 +161,17 @@ def _guards(engine: Engine, inbox: Inbox, ids: list[str]) -> float:
     return spent / len(ids)
 
 
-def _floor(engine: Engine, prefix: str, ids: list[str]) -> float:
+def _floor(engine: Engine, prefix: str, ids: list[str], *, savepoint: bool = False) -> float:
     stmt = text(f"INSERT INTO {prefix}floor (command_id) VALUES (:cid) ON CONFLICT DO NOTHING")
     spent = 0.0
     for cid in ids:
         with engine.connect() as conn, conn.begin():
             start = time.perf_counter()
-            conn.execute(stmt, {"cid": cid})
+            if savepoint:
+                with conn.begin_nested():
+                    conn.execute(stmt, {"cid": cid})
+            else:
+                conn.execute(stmt, {"cid": cid})
             spent += time.perf_counter() - start
     return spent / len(ids)
 
@@ -202,13 +211,17 @@ def _round(
             for label in ("claim", "store"):
                 out[f"fresh {label} sa"] = clock.sa[label] / MESSAGES
                 out[f"fresh {label} cursor"] = clock.cursor[label] / MESSAGES
+            out["fresh savepoint cursor"] = clock.cursor["savepoint"] / MESSAGES
         elif variant == "duplicate":
             out["duplicate"] = _guards(engine, inbox, dup)
             out["duplicate claim sa"] = clock.sa["claim"] / MESSAGES
             out["duplicate claim cursor"] = clock.cursor["claim"] / MESSAGES
-        else:
+        elif variant == "floor":
             out["floor"] = _floor(engine, prefix, [f"{c}-floor" for c in fresh])
             out["floor cursor"] = clock.cursor["floor"] / MESSAGES
+        else:
+            ids = [f"{c}-floor-sp" for c in fresh]
+            out["floor savepoint"] = _floor(engine, prefix, ids, savepoint=True)
     out.update(_python_steps(inbox, f"r{i}"))
     return out
 
@@ -257,6 +270,7 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             - r["fresh claim sa"]
             - r["fresh store sa"]
             - r["result encoding"]
+            - r["fresh savepoint cursor"]
         )
 
     steps = [
@@ -277,6 +291,7 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             "result store: the runner around it (direct path)",
             derived(lambda r: r["fresh store sa"] - r["fresh store cursor"]),
         ),
+        ("the guard's savepoint and its release: driver + server", col("fresh savepoint cursor")),
         ("flow and driver (session checks, generator, entry, telemetry)", derived(rest)),
     ]
     rows: list[list[object]] = []
@@ -330,16 +345,28 @@ def main() -> None:
         ["duplicate claim", _us([r["duplicate claim cursor"] for r in rounds])],
         ["one-column floor insert", _us([r["floor cursor"] for r in rounds])],
         ["result store (fresh only)", _us([r["fresh store cursor"] for r in rounds])],
+        [
+            "`SAVEPOINT` + `RELEASE` (the guard's boundary)",
+            _us([r["fresh savepoint cursor"] for r in rounds]),
+        ],
+    ]
+    savepoint_cost = [
+        ["floor insert alone (whole transaction step)", _us([r["floor"] for r in rounds])],
+        ["floor insert in a savepoint", _us([r["floor savepoint"] for r in rounds])],
+        [
+            "ratio (savepoint / alone)",
+            f"{statistics.median(r['floor savepoint'] / r['floor'] for r in rounds):.2f}",
+        ],
     ]
     body = (
         f"PostgreSQL, one process, {MESSAGES:,} messages per variant per round after a"
         f" {WARMUP}-message warm-up, {n_rounds} rounds with the variants (fresh guard,"
-        " duplicate guard, floor insert) in a rotated order; figures are microseconds per"
-        " message, median (min-max) over the rounds. Each message is one transaction on a"
-        " Core connection; a fresh guard's block assigns a small result, so the result"
-        " store runs. Statement times come from a wrapper around the guard's statement"
-        " runner and a timed psycopg cursor (no SQLAlchemy event listener, which would turn"
-        " the claim's direct path off);"
+        " duplicate guard, floor insert, floor insert in a savepoint) in a rotated order;"
+        " figures are microseconds per message, median (min-max) over the rounds. Each"
+        " message is one transaction on a Core connection; a fresh guard's block assigns"
+        " a small result, so the result store runs. Statement times come from a wrapper"
+        " around the guard's statement runner and a timed psycopg cursor (no SQLAlchemy"
+        " event listener, which would turn the claim's direct path off);"
         " the pure-Python steps are timed in loops of their own; the flow and driver line"
         " is what remains of the whole guard. psycopg sends the transaction's `BEGIN`"
         " with its first statement, so the claim's driver time includes it (the floor"
@@ -347,6 +374,8 @@ def main() -> None:
         + table(["step of a fresh guard", "µs per guard", "share"], _steps(rounds))
         + "\n\nOne statement's round trip (driver + server), µs:\n\n"
         + table(["statement", "µs"], statements)
+        + "\n\nWhat a savepoint costs one statement (the `floor savepoint` variant), µs:\n\n"
+        + table(["variant", "µs per message"], savepoint_cost)
         + f"\n\nUnder cProfile ({2 * min(MESSAGES, 1000):,} guards, half fresh, half"
         " duplicate; profiled times are inflated), the package's own functions by own time"
         " per guard:\n\n"

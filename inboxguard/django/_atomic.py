@@ -19,7 +19,7 @@ from typing import Any
 
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["BlockMark", "atomic_connection", "block_kept", "block_mark"]
+__all__ = ["BlockMark", "atomic_connection", "block_kept", "block_mark", "driver_in_transaction"]
 
 #: psycopg's ``TransactionStatus`` INTRANS and INERROR: inside a transaction block.
 _PG_IN_TRANSACTION = (2, 3)
@@ -95,11 +95,11 @@ def block_kept(mark: BlockMark) -> bool:
         and len(conn.atomic_blocks) >= depth
         and all(a is b for a, b in zip(conn.atomic_blocks[:depth], mark.blocks, strict=True))
         and tuple(conn.savepoint_ids[:sids]) == mark.savepoints
-        and _driver_in_transaction(mark.driver)
+        and driver_in_transaction(mark.driver)
     )
 
 
-def _driver_in_transaction(driver: Any) -> bool:
+def driver_in_transaction(driver: Any) -> bool:
     """True when the driver connection is inside a transaction (a raw COMMIT
     or ROLLBACK ends it); True when the driver cannot tell."""
     status = getattr(driver, "in_transaction", None)  # sqlite3

@@ -37,6 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from inboxguard._core.context import entry_var, session_var
 from inboxguard._telemetry import Telemetry
 from inboxguard.django._atomic import atomic_connection, block_kept, block_mark
+from inboxguard.django._boundary import DjangoBoundary
 from inboxguard.django._statements import StatementRunner, dbapi_error, sa_dialect_of
 from inboxguard.inbox import InboxEntry
 from inboxguard.inbox.drivers import (
@@ -135,6 +136,17 @@ def _execute(
     return _resume(flow, result)
 
 
+def _quarantine(
+    flow: GuardFlow, request: WriteQuarantine, connection: Any, engine: Engine
+) -> Request | None:
+    """Write a quarantine record on a connection of its own (or log it)."""
+    problem = _quarantine_problem(connection)
+    if problem is not None:
+        log_not_written(request.values, problem)
+        return _resume(flow, False)
+    return _resume(flow, quarantine_sync(request, engine))
+
+
 @contextmanager
 def drive_django(
     flow: GuardFlow,
@@ -152,30 +164,40 @@ def drive_django(
             _unexpected(None)
         connection = atomic_connection(alias, what)
         runner = runner_for(connection)
-        request = _resume(flow, runner.dialect)
-        while request is not None:
-            match request:
-                case HandOver(entry):
-                    mark = block_mark(connection)
-                    token = session_var.set(session)
-                    entry_var.set(entry)  # kept after the block: see current_entry()
-                    try:
-                        with handler_span(flow_telemetry, entry):
-                            yield entry
-                    except Exception as error:
-                        _resume(flow, BlockExit(block_kept(mark), error))
-                        raise
-                    finally:
-                        session_var.reset(token)
-                    request = _resume(flow, BlockExit(block_kept(mark)))
-                case Execute(statement, params):
-                    request = _execute(flow, runner, connection, statement, params)
-                case WriteQuarantine():
-                    problem = _quarantine_problem(connection)
-                    if problem is not None:
-                        log_not_written(request.values, problem)
-                        request = _resume(flow, False)
-                    else:
-                        request = _resume(flow, quarantine_sync(request, engine))
-                case _:
-                    _unexpected(request)
+        boundary = DjangoBoundary(alias, runner.dialect)
+        kept = True
+        try:
+            request = _resume(flow, runner.dialect)
+            while request is not None:
+                match request:
+                    case HandOver(entry):
+                        mark = block_mark(connection)
+                        boundary.watch(
+                            f"command {entry.command_id!r} (consumer {entry.consumer!r})"
+                        )
+                        token = session_var.set(session)
+                        entry_var.set(entry)  # kept after the block: see current_entry()
+                        try:
+                            with handler_span(flow_telemetry, entry):
+                                yield entry
+                        except BaseException as error:
+                            kept = boundary.refused is None and block_kept(mark)
+                            boundary.unwatch()
+                            if isinstance(error, Exception):
+                                _resume(flow, BlockExit(kept, error))
+                            raise
+                        finally:
+                            session_var.reset(token)
+                        kept = boundary.refused is None and block_kept(mark)
+                        boundary.unwatch()
+                        request = _resume(flow, BlockExit(kept))
+                    case Execute(statement, params):
+                        request = _execute(flow, runner, connection, statement, params)
+                    case WriteQuarantine():
+                        request = _quarantine(flow, request, connection, engine)
+                    case _:
+                        _unexpected(request)
+        except BaseException as error:
+            boundary.abandon(error, kept)
+            raise
+        boundary.release()

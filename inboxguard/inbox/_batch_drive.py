@@ -9,7 +9,7 @@ the caller's block with the :class:`~._batch.InboxBatch`, with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -23,10 +23,10 @@ from inboxguard.inbox._batch import InboxBatch
 from inboxguard.inbox._batch_flow import BatchFlow, BatchHandOver, BatchRequest
 from inboxguard.inbox._drive import quarantine_async, quarantine_sync
 from inboxguard.inbox._flow import BlockExit, Connect, Execute, WriteQuarantine
+from inboxguard.sql.boundary import Boundary, NoBoundary, open_boundary
 from inboxguard.sql.connection import (
     async_connection_of,
     connection_of,
-    transaction_kept,
     transaction_mark,
 )
 from inboxguard.sql.direct import execute, execute_async
@@ -71,32 +71,45 @@ def drive_batch_sync(
         if not isinstance(_resume(flow), Connect):
             _unexpected(None)
         conn = connection_of(session, wrong_type=_SYNC_ONLY, row=_ROWS)
-        request = _resume(flow, conn.dialect)
-        while request is not None:
-            match request:
-                case BatchHandOver(batch):
-                    mark = transaction_mark(conn)
-                    token = session_var.set(session)
-                    try:
-                        yield batch
-                    except Exception as error:
-                        _resume(flow, BlockExit(transaction_kept(mark), error))
-                        raise
-                    finally:
-                        session_var.reset(token)
-                    request = _resume(flow, BlockExit(transaction_kept(mark)))
-                case Execute(statement, params):
-                    try:
-                        result = execute(conn, statement, params)
-                    except DBAPIError as error:
-                        request = _resume(flow, error=error)
-                    else:
-                        request = _resume(flow, result)
-                case WriteQuarantine():
-                    tenant = engine.execution_options(**schema_options(conn))
-                    request = _resume(flow, quarantine_sync(request, tenant))
-                case _:
-                    _unexpected(request)
+        # Opened before the first statement on the caller's connection: a batch
+        # that claims nothing (empty, or every entry refused) runs none.
+        boundary: Boundary | NoBoundary = Boundary.none()
+        kept = True
+        try:
+            request = _resume(flow, conn.dialect)
+            while request is not None:
+                match request:
+                    case BatchHandOver(batch):
+                        boundary.open_late()
+                        mark = transaction_mark(conn)
+                        boundary.watch(_label(batch))
+                        token = session_var.set(session)
+                        try:
+                            yield batch
+                        except BaseException as error:
+                            kept = boundary.kept(mark)
+                            boundary.unwatch()
+                            if isinstance(error, Exception):
+                                _resume(flow, BlockExit(kept, error))
+                            raise
+                        finally:
+                            session_var.reset(token)
+                        kept = boundary.kept(mark)
+                        boundary.unwatch()
+                        request = _resume(flow, BlockExit(kept))
+                    case Execute(statement, params):
+                        if boundary.absent:
+                            boundary = open_boundary(_orm(session), conn)
+                        request = _execute_sync(flow, conn, statement, params)
+                    case WriteQuarantine():
+                        tenant = engine.execution_options(**schema_options(conn))
+                        request = _resume(flow, quarantine_sync(request, tenant))
+                    case _:
+                        _unexpected(request)
+        except BaseException:
+            boundary.abandon(kept)
+            raise
+        boundary.release()
 
 
 @asynccontextmanager
@@ -109,30 +122,80 @@ async def drive_batch_async(
         if not isinstance(_resume(flow), Connect):
             _unexpected(None)
         conn = await async_connection_of(session, wrong_type=_ASYNC_ONLY, row=_ROWS)
-        request = _resume(flow, conn.dialect)
         sync_conn: Connection = conn.sync_connection  # type: ignore[assignment]  # started
-        while request is not None:
-            match request:
-                case BatchHandOver(batch):
-                    mark = transaction_mark(sync_conn)
-                    token = session_var.set(session)
-                    try:
-                        yield batch
-                    except Exception as error:
-                        _resume(flow, BlockExit(transaction_kept(mark), error))
-                        raise
-                    finally:
-                        session_var.reset(token)
-                    request = _resume(flow, BlockExit(transaction_kept(mark)))
-                case Execute(statement, params):
-                    try:
-                        result = await execute_async(conn, statement, params)
-                    except DBAPIError as error:
-                        request = _resume(flow, error=error)
-                    else:
-                        request = _resume(flow, result)
-                case WriteQuarantine():
-                    tenant = conn.engine.execution_options(**schema_options(sync_conn))
-                    request = _resume(flow, await quarantine_async(request, tenant))
-                case _:
-                    _unexpected(request)
+        sync_session: Session | None = getattr(session, "sync_session", None)
+        boundary: Boundary | NoBoundary = (
+            Boundary.none()
+        )  # opened before the first statement, as drive_batch_sync
+        kept = True
+        try:
+            request = _resume(flow, conn.dialect)
+            while request is not None:
+                match request:
+                    case BatchHandOver(batch):
+                        await conn.run_sync(_open_late(boundary))
+                        mark = transaction_mark(sync_conn)
+                        boundary.watch(_label(batch))
+                        token = session_var.set(session)
+                        try:
+                            yield batch
+                        except BaseException as error:  # cancellation too
+                            kept = boundary.kept(mark)
+                            boundary.unwatch()
+                            if isinstance(error, Exception):
+                                _resume(flow, BlockExit(kept, error))
+                            raise
+                        finally:
+                            session_var.reset(token)
+                        kept = boundary.kept(mark)
+                        boundary.unwatch()
+                        request = _resume(flow, BlockExit(kept))
+                    case Execute(statement, params):
+                        if boundary.absent:
+                            boundary = await conn.run_sync(
+                                lambda sync: open_boundary(sync_session, sync)
+                            )
+                        request = await _execute_async(flow, conn, statement, params)
+                    case WriteQuarantine():
+                        tenant = conn.engine.execution_options(**schema_options(sync_conn))
+                        request = _resume(flow, await quarantine_async(request, tenant))
+                    case _:
+                        _unexpected(request)
+        except BaseException:
+            await conn.run_sync(lambda _: boundary.abandon(kept))
+            raise
+        await conn.run_sync(lambda _: boundary.release())
+
+
+def _execute_sync(flow: BatchFlow, conn: Connection, statement: Any, params: Any) -> Any:
+    """Run one statement; its result (or its database error) goes into the flow."""
+    try:
+        result = execute(conn, statement, params)
+    except DBAPIError as error:
+        return _resume(flow, error=error)
+    return _resume(flow, result)
+
+
+async def _execute_async(
+    flow: BatchFlow, conn: AsyncConnection, statement: Any, params: Any
+) -> Any:
+    """:func:`_execute_sync` on an ``AsyncConnection``."""
+    try:
+        result = await execute_async(conn, statement, params)
+    except DBAPIError as error:
+        return _resume(flow, error=error)
+    return _resume(flow, result)
+
+
+def _open_late(boundary: Boundary | NoBoundary) -> Callable[[Any], None]:
+    return lambda _: boundary.open_late()
+
+
+def _orm(session: Session | Connection) -> Session | None:
+    return session if isinstance(session, Session) else None
+
+
+def _label(batch: InboxBatch) -> str:
+    entries = list(batch)
+    consumer = entries[0].consumer if entries else "?"
+    return f"a batch of {len(entries)} commands (consumer {consumer!r})"

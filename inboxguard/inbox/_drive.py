@@ -7,7 +7,10 @@ its own, and run the caller's block with the entry (with
 whether the caller's transaction is still the one the claim was made in.
 Every decision, and its order, is the flow's. A database error raised while
 performing a request is thrown back into the flow, which decides what it
-means.
+means. Around the claim and the block each driver holds the guard's
+savepoint on the caller's connection (:mod:`inboxguard.sql.boundary`): rolled
+back when the block or the flow ends in an error or a cancellation, released
+after a normal end.
 
 A quarantine record is never written on the caller's connection: when the
 engine's pool would hand out the caller's own connection, or has none free,
@@ -45,11 +48,11 @@ from inboxguard.inbox._flow import (
     WriteQuarantine,
 )
 from inboxguard.inbox._quarantine import log_not_written, log_write_failure
+from inboxguard.sql.boundary import open_boundary
 from inboxguard.sql.connection import (
     async_connection_of,
     connection_of,
     spare_connection_problem,
-    transaction_kept,
     transaction_mark,
 )
 from inboxguard.sql.direct import execute, execute_async
@@ -92,6 +95,10 @@ def _unexpected(request: Request | None) -> NoReturn:
     raise RuntimeError(msg)
 
 
+def _label(entry: InboxEntry) -> str:
+    return f"command {entry.command_id!r} (consumer {entry.consumer!r})"
+
+
 def handler_span(telemetry: Telemetry, entry: InboxEntry) -> AbstractContextManager[None]:
     """The span around the caller's block (the handler, or the skip of a duplicate)."""
     if not telemetry.enabled:
@@ -114,7 +121,17 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
     enters it, and one generator (the flow's) is all the hot path needs.
     """
 
-    __slots__ = ("_conn", "_engine", "_flow", "_mark", "_session", "_span", "_telemetry", "_token")
+    __slots__ = (
+        "_boundary",
+        "_conn",
+        "_engine",
+        "_flow",
+        "_mark",
+        "_session",
+        "_span",
+        "_telemetry",
+        "_token",
+    )
 
     def __init__(
         self, flow: GuardFlow, session: Session | Connection, engine: Engine, telemetry: Telemetry
@@ -129,11 +146,19 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
         try:
             _expect_connect(_resume(flow))
             conn = self._conn = connection_of(self._session, wrong_type=_SYNC_ONLY, row=_ROW)
+            session = self._session if isinstance(self._session, Session) else None
+            boundary = self._boundary = open_boundary(session, conn)
+        except BaseException:
+            flow.close()
+            raise
+        try:
             entry = self._perform(_resume(flow, conn.dialect))
             if entry is None:  # the flow ended without handing over: it never does
                 _unexpected(None)
+            boundary.open_late()
             self._mark = transaction_mark(conn)
             span = self._span = handler_span(self._telemetry, entry)
+            boundary.watch(_label(entry))
             self._token = session_var.set(self._session)
             entry_var.set(entry)  # kept after the block: see current_entry()
             try:
@@ -142,7 +167,10 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
                 session_var.reset(self._token)
                 raise
         except BaseException:
-            flow.close()
+            try:
+                boundary.abandon(kept=True)
+            finally:
+                flow.close()
             raise
         return entry
 
@@ -152,19 +180,28 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        flow = self._flow
+        flow, boundary = self._flow, self._boundary
         try:
             self._span.__exit__(kind, error, traceback)
+            kept = boundary.kept(self._mark)
+            boundary.unwatch()
             if error is None:
                 session_var.reset(self._token)
-                self._perform(_resume(flow, BlockExit(transaction_kept(self._mark))))
+                try:
+                    self._perform(_resume(flow, BlockExit(kept)))
+                except BaseException:
+                    boundary.abandon(kept)
+                    raise
+                boundary.release()
             elif isinstance(error, Exception):
                 try:
-                    _resume(flow, BlockExit(transaction_kept(self._mark), error))
+                    _resume(flow, BlockExit(kept, error))
                 finally:
                     session_var.reset(self._token)
-            else:  # KeyboardInterrupt, SystemExit, GeneratorExit: only clean up
+                    boundary.abandon(kept)
+            else:  # KeyboardInterrupt, SystemExit, GeneratorExit: undo, then clean up
                 session_var.reset(self._token)
+                boundary.abandon(kept)
         finally:
             flow.close()
 
@@ -221,35 +258,51 @@ async def drive_async(
     with closing(flow):
         _expect_connect(_resume(flow))
         conn = await async_connection_of(session, wrong_type=_ASYNC_ONLY, row=_ROW)
-        request = _resume(flow, conn.dialect)
-        while request is not None:
-            match request:
-                case HandOver(entry):
-                    mark = transaction_mark(conn.sync_connection)  # type: ignore[arg-type]
-                    token = session_var.set(session)
-                    entry_var.set(entry)  # kept after the block: see current_entry()
-                    try:
-                        with handler_span(telemetry, entry):
-                            yield entry
-                    except Exception as error:
-                        _resume(flow, BlockExit(transaction_kept(mark), error))
-                        raise
-                    finally:
-                        session_var.reset(token)
-                    request = _resume(flow, BlockExit(transaction_kept(mark)))
-                case Execute(statement, params):
-                    try:
-                        result = await execute_async(conn, statement, params)
-                    except DBAPIError as error:
-                        request = _resume(flow, error=error)
-                    else:
-                        request = _resume(flow, result)
-                case WriteQuarantine():
-                    # The record goes to the caller's schema (schema_translate_map).
-                    tenant = conn.engine.execution_options(**schema_options(conn.sync_connection))  # type: ignore[arg-type]
-                    request = _resume(flow, await quarantine_async(request, tenant))
-                case _:
-                    _unexpected(request)
+        sync_session: Session | None = getattr(session, "sync_session", None)
+        boundary = await conn.run_sync(lambda sync: open_boundary(sync_session, sync))
+        kept = True
+        try:
+            request = _resume(flow, conn.dialect)
+            while request is not None:
+                match request:
+                    case HandOver(entry):
+                        await conn.run_sync(lambda _: boundary.open_late())
+                        mark = transaction_mark(conn.sync_connection)  # type: ignore[arg-type]
+                        boundary.watch(_label(entry))
+                        token = session_var.set(session)
+                        entry_var.set(entry)  # kept after the block: see current_entry()
+                        try:
+                            with handler_span(telemetry, entry):
+                                yield entry
+                        except BaseException as error:  # cancellation too
+                            kept = boundary.kept(mark)
+                            boundary.unwatch()
+                            if isinstance(error, Exception):
+                                _resume(flow, BlockExit(kept, error))
+                            raise
+                        finally:
+                            session_var.reset(token)
+                        kept = boundary.kept(mark)
+                        boundary.unwatch()
+                        request = _resume(flow, BlockExit(kept))
+                    case Execute(statement, params):
+                        try:
+                            result = await execute_async(conn, statement, params)
+                        except DBAPIError as error:
+                            request = _resume(flow, error=error)
+                        else:
+                            request = _resume(flow, result)
+                    case WriteQuarantine():
+                        # The record goes to the caller's schema (schema_translate_map).
+                        options = schema_options(conn.sync_connection)  # type: ignore[arg-type]
+                        tenant = conn.engine.execution_options(**options)
+                        request = _resume(flow, await quarantine_async(request, tenant))
+                    case _:
+                        _unexpected(request)
+        except BaseException:
+            await conn.run_sync(lambda _: boundary.abandon(kept))
+            raise
+        await conn.run_sync(lambda _: boundary.release())
 
 
 async def quarantine_async(request: WriteQuarantine, engine: AsyncEngine) -> bool:

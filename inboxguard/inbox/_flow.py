@@ -6,7 +6,9 @@ delivery, in one order, and asks for each piece of I/O by yielding a request:
 1. validate the delivery and compute its digest (no I/O; bad input raises);
 2. :class:`Connect`: the driver checks the caller's session and replies with
    its database's SQLAlchemy dialect. A configuration error (a wrong object,
-   AUTOCOMMIT) is raised here, before any refusal, by both drivers;
+   AUTOCOMMIT, a session over two engines) is raised here, before any
+   refusal, by both drivers, which then open the savepoint the claim and the
+   block run in (:mod:`inboxguard.sql.boundary`);
 3. a ``sent_at`` older than the horizon: :class:`WriteQuarantine` (a
    transaction of its own), then :class:`~inboxguard.BeyondRetentionError`;
 4. the claim: one :class:`Execute` per statement of the dialect's claim, on
@@ -16,9 +18,11 @@ delivery, in one order, and asks for each piece of I/O by yielding a request:
    (:class:`~inboxguard.PayloadMismatchError`); a fresh or duplicate entry is
    handed to the caller's block (:class:`HandOver`);
 6. the block's exit (:class:`BlockExit`): when the caller's transaction was
-   committed or rolled back inside the block, a
-   :class:`~inboxguard.ConfigurationError` names the mistake, whether the
-   block raised or not;
+   committed or rolled back inside the block, or a commit was refused in it,
+   a :class:`~inboxguard.ConfigurationError` names the mistake, whether the
+   block raised or not (the driver then rolls back; when the flow ends in an
+   error of any kind, it rolls back to the savepoint; after a normal end it
+   releases it, the database's word that the claim's transaction is intact);
 7. after a normal exit of the block, a fresh command's assigned result is
    stored on the caller's connection; an update that matches no row is an
    error.

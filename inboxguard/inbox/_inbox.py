@@ -277,8 +277,12 @@ class Inbox:
         Yields an :class:`InboxEntry`. When ``entry.duplicate`` is false the
         block applies the command; the claim and the block's writes then commit
         or roll back together, with the caller's transaction, which the guard
-        never commits or rolls back. ``sent_at`` (the message's own timestamp)
-        refuses messages older than the evidence horizon; ``details`` (message
+        never commits. They run in a savepoint of the guard's own: when the
+        block raises or is cancelled, the guard rolls it back (nothing of the
+        block and no claim survive, wherever the error is caught) and re-raises
+        the error; a commit inside the block is refused before it runs.
+        ``sent_at`` (the message's own timestamp) refuses messages older than
+        the evidence horizon; ``details`` (message
         arguments, headers) goes into any quarantine record.
 
         The session is checked before a stale ``sent_at`` is refused, so a
@@ -290,10 +294,12 @@ class Inbox:
                 canonical encoding.
             ConfigurationError: ``session`` is not a Session or Connection, or
                 commits each statement on its own (autocommit, however it was
-                set); ``sent_at`` is not timezone-aware; at the block's exit,
-                the transaction was committed or rolled back inside the block
-                (never do that; savepoints are fine), or the stored result
-                matched no inbox row.
+                set), or is bound to more than one engine; ``sent_at`` is not
+                timezone-aware; inside the block, a commit by any route; at the
+                block's exit, the transaction was committed or rolled back
+                inside the block, or the database no longer knows the guard's
+                savepoint (the caller's transaction is then rolled back), or
+                the stored result matched no inbox row.
             PayloadMismatchError: the command was processed with another
                 payload; quarantined, the block does not run.
             BeyondRetentionError: ``sent_at`` is older than the horizon;

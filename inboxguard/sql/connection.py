@@ -49,7 +49,9 @@ __all__ = [
     "async_connection_of",
     "check_engine",
     "connection_of",
+    "driver_left_transaction",
     "refuse_shared_pool",
+    "refuse_split_session",
     "shared_pool_problem",
     "spare_connection_problem",
     "transaction_kept",
@@ -98,6 +100,7 @@ def connection_of(session: Session | Connection, *, wrong_type: str, row: str) -
             commits each statement on its own.
     """
     if isinstance(session, Session):
+        refuse_split_session(session)
         conn = session.connection()
     elif isinstance(session, Connection):
         conn = session
@@ -126,6 +129,7 @@ async def async_connection_of(
     )
 
     if isinstance(session, AsyncSession):
+        refuse_split_session(session.sync_session)
         conn = await session.connection()
     elif isinstance(session, AsyncConnection):
         conn = session
@@ -137,6 +141,28 @@ async def async_connection_of(
         raise ConfigurationError(wrong_type.format(type=type(session).__name__))
     _refuse_autocommit(conn.sync_connection, row)  # type: ignore[arg-type]  # started above
     return conn
+
+
+def refuse_split_session(session: Session) -> None:
+    """Raise ConfigurationError when ``session``'s binds reach more than one
+    engine: each engine is a transaction of its own, committed one after the
+    other, so the inbox row could commit on one database and the handler's
+    changes be lost on another (a process killed between the two commits)."""
+    binds: dict[Any, Any] = getattr(session, "_Session__binds", {})
+    engines = {id(_engine_of(b)): _engine_of(b) for b in (session.bind, *binds.values()) if b}
+    if len(engines) > 1:
+        urls = ", ".join(sorted(e.url.render_as_string() for e in engines.values()))
+        msg = (
+            f"the session's binds reach {len(engines)} engines ({urls}): its commit is"
+            " one transaction per engine, so the inbox row could commit without the"
+            " handler's changes on another database. Put the inbox tables on the"
+            " handler's database and give the guard a session bound to that one engine"
+        )
+        raise ConfigurationError(msg)
+
+
+def _engine_of(bind: Any) -> Any:
+    return bind.engine if isinstance(bind, Connection) else bind
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +278,23 @@ def _driver_autocommits(conn: Connection) -> bool:
         return bool(conn.dialect.detect_autocommit_setting(dbapi))
     except NotImplementedError:
         return False
+
+
+def driver_left_transaction(conn: Connection) -> bool:
+    """True when the driver connection reports, in process, that it is outside
+    any transaction (a commit or rollback SQLAlchemy did not see); False when
+    it is inside one or cannot tell."""
+    driver: Any = conn.connection.driver_connection
+    status = getattr(driver, "in_transaction", None)  # sqlite3, aiosqlite
+    if isinstance(status, bool):
+        return not status
+    probe = getattr(driver, "is_in_transaction", None)  # asyncpg
+    if callable(probe):
+        return not probe()
+    info = getattr(driver, "info", None)  # psycopg
+    if info is not None and hasattr(info, "transaction_status"):
+        return int(info.transaction_status) == 0  # IDLE: no transaction block
+    return False
 
 
 def _driver_in_transaction(conn: Connection) -> bool:

@@ -34,7 +34,8 @@ class Wire:
 
     def kinds(self, prefix: str, body_table: str) -> list[str]:
         """The statements named: ``"claim"`` and ``"result store"`` on the
-        inbox of ``prefix``, ``"body INSERT"`` into ``body_table``; any other
+        inbox of ``prefix``, ``"body INSERT"`` into ``body_table``,
+        ``"savepoint"`` and ``"release"`` for the guard's savepoint; any other
         statement as its text."""
         return [_kind(statement, prefix, body_table) for statement in self.statements]
 
@@ -49,6 +50,10 @@ def _kind(statement: str, prefix: str, body_table: str) -> str:
         return "result store"
     if statement.startswith(f"INSERT INTO {body_table} "):
         return "body INSERT"
+    if statement.startswith("SAVEPOINT "):
+        return "savepoint"
+    if statement.startswith("RELEASE SAVEPOINT "):
+        return "release"
     return statement
 
 

@@ -54,13 +54,16 @@ def test_g10_commit_inside_the_block_is_refused(inbox: Inbox, engine: Engine) ->
 
 
 def test_g10_commit_then_failure_names_the_mistake(inbox: Inbox, engine: Engine) -> None:
-    """A block that commits and then fails left its claim committed alone: the
-    guard says so (chained to the block's error) instead of only re-raising."""
+    """A block that commits and then fails: the commit is refused before it
+    runs (named, chained under the exit's error), so the claim never commits
+    alone and the command is not lost."""
     with pytest.raises(ConfigurationError, match=MISTAKE) as raised, Session(engine) as session:
         with inbox.guard(session, consumer="c", command_id="lost", payload={}):
             session.commit()
             raise RuntimeError("handler failed")
-    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert isinstance(raised.value.__cause__, ConfigurationError)
+    assert "refused session.commit()" in str(raised.value.__cause__)
+    assert inbox.lookup("c", "lost") is None
 
 
 @pytest.mark.parametrize("end", ["commit", "rollback"])

@@ -146,8 +146,16 @@ def lost_connection(bench: Bench, session: Session) -> None:
 
 
 def lost_at_commit(bench: Bench, session: Session) -> None:
-    """The body succeeds; the connection dies just before the COMMIT is sent."""
-    event.listen(session, "before_commit", lambda s: _terminate(bench.engine, s), once=True)
+    """The body succeeds; the connection dies just before the COMMIT is sent
+    (``before_commit`` also fires for the release of the guard's savepoint:
+    the fault waits for the session's own commit)."""
+
+    def at_commit(s: Session) -> None:
+        if not s.in_nested_transaction() and not s.info.get("terminated"):
+            s.info["terminated"] = True
+            _terminate(bench.engine, s)
+
+    event.listen(session, "before_commit", at_commit)
 
 
 FAULTS = {

@@ -1,6 +1,7 @@
 """The round trips a guarded Celery task costs on PostgreSQL, read off the
-wire: BEGIN, the claim, the body's own statement, the result store, COMMIT;
-a redelivery of a committed command: BEGIN, the claim, COMMIT. Nothing else
+wire: BEGIN, the guard's SAVEPOINT, the claim, the body's own statement, the
+result store, RELEASE, COMMIT; a redelivery of a committed command: BEGIN,
+SAVEPOINT, the claim, RELEASE, COMMIT. Nothing else
 (no check, lookup or session set-up) per delivery."""
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ def test_guarded_task_sends_claim_body_result_store_and_nothing_else(
         inbox.drop_schema()
 
     kinds = fresh.kinds(prefix, f"{prefix}ledger")
-    assert kinds == ["BEGIN", "claim", "body INSERT", "result store", "COMMIT"], fresh.statements
+    fresh_kinds = [
+        "BEGIN",
+        "savepoint",
+        "claim",
+        "body INSERT",
+        "result store",
+        "release",
+        "COMMIT",
+    ]
+    assert kinds == fresh_kinds, fresh.statements
     kinds = again.kinds(prefix, f"{prefix}ledger")
-    assert kinds == ["BEGIN", "claim", "COMMIT"], again.statements
+    assert kinds == ["BEGIN", "savepoint", "claim", "release", "COMMIT"], again.statements

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.sql.dialects.base.batch import BatchStatements
+from inboxguard.sql.dialects.base.boundary import ends_transaction
 from inboxguard.sql.dialects.base.inbox import Dialect, Watermark
 from inboxguard.sql.dialects.base.outbox import OutboxStatements
 from inboxguard.sql.dialects.base.purge import PurgeStatements
@@ -52,3 +53,7 @@ class Database:
     #: The inbox on a table partitioned by expiry (``Inbox(partitioning=...)``);
     #: None where the database has no such layout.
     partitioned_inbox: type[Dialect] | None = None
+    #: True for a statement that would commit or end the transaction, told
+    #: before it runs (the guarded block refuses it): ``COMMIT``, ``END``,
+    #: ``ROLLBACK``, and on MariaDB/MySQL every implicitly committing statement.
+    ends_transaction: Callable[[str], bool] = ends_transaction

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.mysql.batch import MysqlBatch
+from inboxguard.sql.dialects.mysql.boundary import commits_implicitly
 from inboxguard.sql.dialects.mysql.charset import require_utf8mb4
 from inboxguard.sql.dialects.mysql.inbox import MysqlDialect, MysqlWatermark
 from inboxguard.sql.dialects.mysql.outbox import MysqlOutbox
@@ -27,4 +28,5 @@ DATABASE = Database(
     outbox=MysqlOutbox,
     batch=MysqlBatch,
     check=require_utf8mb4,
+    ends_transaction=commits_implicitly,
 )

@@ -1,0 +1,437 @@
+"""The guarded block's edge on the caller's SQLAlchemy connection.
+
+The guard owns the part of the caller's transaction that holds its claim:
+
+- the claim and the block run inside a savepoint opened on the caller's
+  ``Session`` (``begin_nested()``, so the ORM forgets what the block added
+  when it rolls back) or ``Connection``. When the block exits by any
+  exception or cancellation, the savepoint is rolled back: nothing the block
+  did and no claim survives, even when the caller catches the error and
+  commits;
+- while the block runs, every commit is refused before it runs, by any
+  route: ``session.commit()`` (the session's ``before_commit`` event),
+  ``connection.commit()`` (the connection's ``commit`` event: SQLAlchemy has
+  already forgotten the transaction when it fires, so the database's is
+  rolled back too before the refusal, keeping the two in step), and any
+  statement the database says would end the transaction (``COMMIT``,
+  ``END``, MariaDB's implicitly committing DDL, seen in
+  ``before_cursor_execute``). The refusal raises ``ConfigurationError`` in the
+  block and is remembered: even a handler that catches it and carries on
+  fails at the exit, and nothing of the block commits;
+- at a normal exit the savepoint is released. ``RELEASE SAVEPOINT`` is the
+  database's own word that the connection is still in the transaction that
+  holds the claim: a savepoint lives only inside the transaction that made
+  it, so after a commit, a rollback, or a transaction the server rolled back
+  (a MariaDB deadlock) the release fails. Then, and whenever SQLAlchemy's
+  own bookkeeping shows the transaction ended, the whole caller transaction
+  is rolled back and ``ConfigurationError`` is raised: what the block wrote
+  after the break never commits.
+
+On SQLite through the stdlib driver, which only begins a transaction before
+a data change, the guard emits ``BEGIN`` first when the driver is not yet in
+one, so the savepoint nests in a transaction instead of becoming one that
+its release would commit.
+
+The listeners are registered once per engine and dispatch only for a
+connection while its block runs (the claim and the result store run without
+them, so they may still take the direct path of :mod:`inboxguard.sql.direct`).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import Dialect as SaDialect
+from sqlalchemy.exc import DBAPIError, SAWarning, SQLAlchemyError
+from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.sql.expression import (
+    ReleaseSavepointClause,
+    RollbackToSavepointClause,
+    SavepointClause,
+)
+
+from inboxguard.errors import ConfigurationError
+from inboxguard.sql.connection import (
+    TransactionMark,
+    driver_left_transaction,
+    transaction_kept,
+)
+from inboxguard.sql.dialects import database_for
+from inboxguard.sql.dialects.base.boundary import leading_words
+from inboxguard.sql.driver_commit import refuse_driver_commit
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import NestedTransaction
+
+__all__ = ["Boundary", "NoBoundary", "begin_driver_transaction", "open_boundary"]
+
+_SAVEPOINT_CLAUSES = (SavepointClause, ReleaseSavepointClause, RollbackToSavepointClause)
+_ENDS: dict[SaDialect, Callable[[str], bool]] = {}  # per dialect: its database's reading
+
+
+def open_boundary(session: Session | None, conn: Connection) -> Boundary:
+    """Open the savepoint the claim and the block run in, on the caller's
+    ``session`` (None: the Core ``conn`` itself); sync code, or inside
+    ``run_sync`` for an asyncio caller.
+
+    On SQLite through the stdlib driver with nothing written yet (the
+    session flushed first), the driver is outside any transaction: its reads
+    take no lock, which keeps concurrent claims and quarantine records from
+    waiting on this connection. The savepoint is then opened by
+    :meth:`Boundary.open_late` when the block starts, after the claim began
+    the driver's transaction (or after an explicit ``BEGIN``); everything in
+    that transaction is the guard's, so an abandoned block rolls it all back.
+    """
+    if session is not None and conn.dialect.name == "sqlite":
+        session.flush()  # the caller's pending changes decide whether a transaction is open
+    ends = _ENDS.get(conn.dialect)
+    if ends is None:
+        ends = _ENDS[conn.dialect] = database_for(conn.dialect).ends_transaction
+    if begin_driver_transaction(conn):
+        return Boundary(conn, session, None, ends)
+    return Boundary(conn, session, _savepoint(session, conn), ends)
+
+
+def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction | SessionTransaction:
+    """Begin a savepoint on the session (emitted now: a session begins its
+    savepoint lazily, on its next use of the connection) or the connection."""
+    if session is None:
+        return conn.begin_nested()
+    nested = session.begin_nested()
+    session.connection()
+    return nested
+
+
+def begin_driver_transaction(conn: Connection) -> bool:
+    """True when ``conn`` is on the stdlib ``sqlite3`` (or ``aiosqlite``)
+    driver and that driver is outside a transaction of its own."""
+    if conn.dialect.name != "sqlite":
+        return False
+    status = getattr(conn.connection.driver_connection, "in_transaction", None)
+    return status is False
+
+
+class Boundary:
+    """The savepoint around one guarded block and the refusals while it runs.
+
+    Built by the drivers once the savepoint is open (``nested``: the
+    session's or connection's nested transaction); :meth:`watch` and
+    :meth:`unwatch` bracket the caller's block; :meth:`kept` says whether the
+    claim's transaction outlived it.
+    """
+
+    #: False: a savepoint is open (see :class:`NoBoundary`).
+    absent = False
+
+    @staticmethod
+    def none() -> NoBoundary:
+        """The boundary of a block before (or without) any statement of the guard."""
+        return NoBoundary()
+
+    __slots__ = (
+        "_conn",
+        "_ends",
+        "_had_events",
+        "_label",
+        "_late",
+        "_name",
+        "_nested",
+        "_outer",
+        "_outer_session",
+        "_session",
+        "_session_tx",
+        "_undo_driver",
+        "_watching",
+        "refused",
+    )
+
+    def __init__(
+        self,
+        conn: Connection,
+        session: Session | None,
+        nested: NestedTransaction | SessionTransaction | None,
+        ends_transaction: Callable[[str], bool],
+    ) -> None:
+        self._conn = conn
+        self._session = session
+        self._nested = nested
+        self._session_tx = nested if isinstance(nested, SessionTransaction) else None
+        inner = conn.get_nested_transaction() if nested is not None else None
+        self._name: str | None = getattr(inner, "_savepoint", None)
+        self._ends = ends_transaction
+        self._label = "the command"
+        self._watching = False
+        self._had_events = True
+        self._outer: Boundary | None = None
+        self._outer_session: Boundary | None = None
+        #: How the block tried to end the transaction, once refused (else None).
+        self.refused: str | None = None
+        self._late = False  # the savepoint opened after the claim: abandon rolls back all
+
+    def watch(self, label: str) -> None:
+        """Refuse every commit from now until :meth:`unwatch`; ``label`` names
+        the command in the refusal.
+
+        The listeners are registered once per engine (and once on the
+        ``Session`` class) and stay silent for every connection but a watched
+        one: SQLAlchemy dispatches a connection's statement and commit events
+        only while its ``_has_events`` flag is set, which this sets for the
+        block and puts back after it, so other connections keep their direct
+        path and watching costs no listener registration per block.
+        """
+        conn = self._conn
+        self._label = label
+        _listen_once(conn)
+        self._had_events = bool(getattr(conn, "_has_events", True))
+        self._outer = _WATCHED.get(conn)
+        _WATCHED[conn] = self
+        conn._has_events = True  # noqa: SLF001 - see above
+        if self._session is not None:
+            self._outer_session = self._session.info.get(_SESSION_KEY)
+            self._session.info[_SESSION_KEY] = self
+        self._undo_driver = refuse_driver_commit(conn.connection.dbapi_connection, self._refuse)
+        self._watching = True
+
+    def unwatch(self) -> None:
+        """Stop refusing (before the guard's own release or rollback)."""
+        if not self._watching:
+            return
+        self._watching = False
+        conn = self._conn
+        self._undo_driver()
+        if self._outer is None:
+            _WATCHED.pop(conn, None)
+        else:
+            _WATCHED[conn] = self._outer
+        conn._has_events = self._had_events  # noqa: SLF001
+        if self._session is not None:
+            if self._outer_session is None:
+                self._session.info.pop(_SESSION_KEY, None)
+            else:
+                self._session.info[_SESSION_KEY] = self._outer_session
+
+    def kept(self, mark: TransactionMark) -> bool:
+        """True when nothing was refused and SQLAlchemy's bookkeeping still
+        shows the marked transaction (the release then asks the database)."""
+        return self.refused is None and transaction_kept(mark)
+
+    def release(self) -> None:
+        """End a block that exited normally: flush the session, then release
+        the savepoint, the database's word that its transaction still holds
+        the claim.
+
+        Raises:
+            ConfigurationError: the database no longer knows the savepoint
+                (the transaction was committed, rolled back, or rolled back by
+                the server); the caller's transaction has been rolled back.
+            Exception: the flush failed (re-raised unchanged); the caller's
+                transaction has been rolled back.
+        """
+        self.unwatch()
+        try:
+            if self._session is not None:
+                self._session.flush()  # the block's own changes: their error is its own
+        except BaseException:
+            self.doom()
+            raise
+        if self._nested is None:
+            return
+        try:
+            self._nested.commit()
+        except DBAPIError as error:
+            self.doom()
+            if error.connection_invalidated:  # the connection is gone: retryable as it is
+                raise
+            raise self._lost_error() from error
+        except BaseException:
+            self.doom()
+            raise
+
+    def open_late(self) -> None:
+        """Open the savepoint now if :func:`open_boundary` left it for later
+        (the stdlib SQLite driver outside a transaction): ``BEGIN`` first when
+        the claim wrote nothing, so the savepoint nests in a transaction rather
+        than being one its release would commit."""
+        if self._nested is not None:
+            return
+        conn = self._conn
+        if begin_driver_transaction(conn):
+            conn.exec_driver_sql("BEGIN")
+        self._late = True
+        session = self._session
+        nested = _savepoint(session, conn)
+        self._nested = nested
+        self._session_tx = nested if isinstance(nested, SessionTransaction) else None
+        self._name = getattr(conn.get_nested_transaction(), "_savepoint", None)
+
+    def abandon(self, kept: bool) -> None:
+        """End a block that exited by an exception or cancellation (or whose
+        transaction did not outlive it, ``kept`` False): roll back to the
+        savepoint, so neither the claim nor anything of the block survives;
+        when that cannot be done, roll back the whole caller transaction."""
+        self.unwatch()
+        if kept and not self._late and self._nested is not None and self._nested.is_active:
+            try:
+                with warnings.catch_warnings():  # a savepoint a refused commit dropped
+                    warnings.simplefilter("ignore", SAWarning)
+                    self._nested.rollback()
+            except SQLAlchemyError:  # the connection broke (a cancelled statement): roll back all
+                pass
+            else:
+                return
+        self.doom()
+
+    def doom(self) -> None:
+        """Roll back the caller's whole transaction (its claim is gone, so what
+        is left of the block must not commit); invalidate the connection when
+        even that fails."""
+        try:
+            with warnings.catch_warnings():  # a savepoint a refused commit already dropped
+                warnings.simplefilter("ignore", SAWarning)
+                if self._session is not None:
+                    self._session.rollback()
+                else:
+                    self._conn.rollback()
+        except SQLAlchemyError:
+            self._conn.invalidate()
+
+    def _lost_error(self) -> ConfigurationError:
+        msg = (
+            f"the transaction holding the claim of {self._label} ended inside the guarded"
+            " block: the database no longer knows the guard's savepoint (a commit or"
+            " rollback the guard could not see, or a transaction the server rolled back,"
+            " such as a deadlock on MariaDB/MySQL). The caller's transaction has been"
+            " rolled back and nothing of the block commits; after a deadlock, let the"
+            " whole delivery retry (raise) instead of retrying a statement inside the block"
+        )
+        return ConfigurationError(msg)
+
+    # -- refusals -------------------------------------------------------------------
+
+    def _refuse(self, route: str) -> None:
+        self.refused = route
+        msg = (
+            f"inboxguard refused {route} inside the guarded block of {self._label}: it"
+            " would commit the claim with only part of the block, so the command could be"
+            " lost. Never commit inside the block: the caller commits after it (a step that"
+            " may fail goes in a savepoint, begin_nested()). Nothing of this block will commit"
+        )
+        raise ConfigurationError(msg)
+
+    def _on_statement(
+        self,
+        conn: Connection,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        compiled = getattr(context, "compiled", None)
+        if compiled is not None and isinstance(compiled.statement, _SAVEPOINT_CLAUSES):
+            return  # SQLAlchemy's own savepoints (begin_nested) are allowed
+        if self._ends(statement):
+            self._refuse(f"the statement {statement.strip()[:60]!r}")
+        if driver_left_transaction(conn):  # ended on the driver connection itself
+            self._refuse(f"the statement {statement.strip()[:60]!r} after the transaction ended")
+        if self._name is not None and _ends_savepoint(statement, self._name):
+            self._refuse(f"the statement {statement.strip()[:60]!r} (the guard's savepoint)")
+
+    def _on_commit(self, conn: Connection) -> None:
+        # SQLAlchemy has already dropped its transaction when this event fires;
+        # roll the database's back too, so both agree there is none.
+        conn.dialect.do_rollback(conn.connection)
+        self._refuse("connection.commit()")
+
+    def _on_session_commit(self, session: Session) -> None:
+        inner = session.get_nested_transaction()
+        if inner is not None and inner is not self._session_tx:
+            return  # the release of a savepoint the block opened
+        self._refuse("session.commit()")
+
+
+#: The boundary watching each connection during its block (nested guards stack).
+_WATCHED: weakref.WeakKeyDictionary[Connection, Boundary] = weakref.WeakKeyDictionary()
+_SESSION_KEY = "inboxguard.boundary"
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_SESSIONS_LISTENED: list[bool] = []
+
+
+def _listen_once(conn: Connection) -> None:
+    """Register the refusals on ``conn``'s engine (and the Session class) once."""
+    if not _SESSIONS_LISTENED:
+        event.listen(Session, "before_commit", _session_commit)
+        _SESSIONS_LISTENED.append(True)
+    engine = conn.engine
+    while isinstance(getattr(engine, "_proxied", None), Engine):  # an OptionEngine
+        engine = engine._proxied  # type: ignore[attr-defined]  # noqa: SLF001
+    if engine in _ENGINES:
+        return
+    had = engine._has_events  # noqa: SLF001
+    event.listen(engine, "before_cursor_execute", _statement)
+    event.listen(engine, "commit", _commit)
+    engine._has_events = had  # noqa: SLF001 - only watched connections dispatch
+    _ENGINES.add(engine)
+
+
+def _statement(
+    conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+) -> None:
+    boundary = _WATCHED.get(conn)
+    if boundary is not None and boundary._watching:  # noqa: SLF001
+        boundary._on_statement(conn, cursor, statement, parameters, context, many)  # noqa: SLF001
+
+
+def _commit(conn: Connection) -> None:
+    boundary = _WATCHED.get(conn)
+    if boundary is not None and boundary._watching:  # noqa: SLF001
+        boundary._on_commit(conn)  # noqa: SLF001
+
+
+def _session_commit(session: Session) -> None:
+    boundary = session.info.get(_SESSION_KEY)
+    if isinstance(boundary, Boundary) and boundary._watching:  # noqa: SLF001
+        boundary._on_session_commit(session)  # noqa: SLF001
+
+
+def _ends_savepoint(statement: str, name: str) -> bool:
+    """True for a written ``RELEASE`` or ``ROLLBACK TO`` of savepoint ``name``."""
+    upper = name.upper()
+    for words in leading_words(statement):
+        if words[0] in {"RELEASE", "ROLLBACK"} and upper in words[1:]:
+            return True
+    return False
+
+
+class NoBoundary:
+    """No savepoint yet: a batch that has run no statement (an empty batch, or
+    every entry refused) has no claim to keep apart, and sends nothing."""
+
+    __slots__ = ()
+
+    #: True: nothing was opened; the driver opens a :class:`Boundary` before
+    #: its first statement.
+    absent = True
+
+    def open_late(self) -> None:
+        """Nothing to open."""
+
+    def watch(self, label: str) -> None:
+        """Nothing to watch."""
+
+    def unwatch(self) -> None:
+        """Nothing to stop."""
+
+    def kept(self, mark: TransactionMark) -> bool:
+        """SQLAlchemy's bookkeeping alone."""
+        return transaction_kept(mark)
+
+    def release(self) -> None:
+        """Nothing to release."""
+
+    def abandon(self, kept: bool) -> None:
+        """Nothing to roll back."""
