@@ -7,10 +7,13 @@ from typing import Any
 
 from inboxguard.errors import NoActiveGuardError
 
-__all__ = ["current_entry", "current_session", "entry_var", "session_var"]
+__all__ = ["adapter_settles_var", "current_entry", "current_session", "entry_var", "session_var"]
 
 session_var: ContextVar[Any] = ContextVar("inboxguard_session")
 entry_var: ContextVar[Any] = ContextVar("inboxguard_entry")
+#: True while an adapter's delivery transaction runs: the adapter writes the one
+#: log line of a refusal it settles, so the inbox writes its own at DEBUG.
+adapter_settles_var: ContextVar[bool] = ContextVar("inboxguard_adapter_settles", default=False)
 
 
 def current_session() -> Any:

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, asynccontextmanager, contextmanag
 from typing import Any
 
 from inboxguard import InboxStore
-from inboxguard._core.context import entry_var
+from inboxguard._core.context import adapter_settles_var, entry_var
 from inboxguard._telemetry import OUTCOME, telemetry_for
 
 __all__ = ["transaction", "transaction_async"]
@@ -29,14 +29,18 @@ def transaction(session: Any, inbox: InboxStore, consumer: str, command_id: str)
     """``with session.begin():`` whose commit is traced as ``inboxguard.commit``."""
     begun = session.begin()
     begun.__enter__()
+    settling = adapter_settles_var.set(True)
     try:
-        yield
-    except BaseException:
-        if not begun.__exit__(*sys.exc_info()):
-            raise
-        return
-    with _commit_span(inbox, consumer, command_id):
-        begun.__exit__(None, None, None)
+        try:
+            yield
+        except BaseException:
+            if not begun.__exit__(*sys.exc_info()):
+                raise
+            return
+        with _commit_span(inbox, consumer, command_id):
+            begun.__exit__(None, None, None)
+    finally:
+        adapter_settles_var.reset(settling)
 
 
 @asynccontextmanager
@@ -46,14 +50,18 @@ async def transaction_async(
     """:func:`transaction` for an ``AsyncSession``."""
     begun = session.begin()
     await begun.__aenter__()
+    settling = adapter_settles_var.set(True)
     try:
-        yield
-    except BaseException:
-        if not await begun.__aexit__(*sys.exc_info()):
-            raise
-        return
-    with _commit_span(inbox, consumer, command_id):
-        await begun.__aexit__(None, None, None)
+        try:
+            yield
+        except BaseException:
+            if not await begun.__aexit__(*sys.exc_info()):
+                raise
+            return
+        with _commit_span(inbox, consumer, command_id):
+            await begun.__aexit__(None, None, None)
+    finally:
+        adapter_settles_var.reset(settling)
 
 
 def _commit_span(inbox: InboxStore, consumer: str, command_id: str) -> AbstractContextManager[None]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.clock import Clock, as_utc, checked_now
+from inboxguard._core.context import adapter_settles_var
 from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
 from inboxguard._core.extract import CallPayload
 from inboxguard._core.identity import validate_identity
@@ -202,9 +203,10 @@ def busy_error(delivery: Delivery) -> InProgressError:
 
 
 def _mismatch(delivery: Delivery, stored: str) -> PayloadMismatchError:
-    # DEBUG: the error raised carries the same fields, and whoever settles the
-    # delivery (an adapter, or the caller of guard()) logs it once.
-    logger.debug(
+    # A WARNING for a caller of guard(); an adapter settling the delivery writes
+    # its own one line with what it did, so here the line goes to DEBUG.
+    log = logger.debug if adapter_settles_var.get() else logger.warning
+    log(
         "payload mismatch: consumer=%s command_id=%s stored_digest=%s incoming_digest=%s;"
         " message quarantined",
         delivery.consumer,
