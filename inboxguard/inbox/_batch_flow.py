@@ -376,11 +376,17 @@ def _run(
     steps: Steps[dict[str, Claim]], consumer: str, keys: list[str]
 ) -> Generator[Execute, Result[Any], dict[str, Claim]]:
     """Run statement steps one :class:`Execute` at a time; a busy database
-    becomes :class:`~inboxguard.InProgressError` for the whole batch."""
+    becomes :class:`~inboxguard.InProgressError` for the whole batch. A
+    statement's error is thrown into the steps first (see ``_flow._claim``)."""
     try:
         step = next(steps)
         while True:
-            step = steps.send((yield Execute(*step)))
+            try:
+                reply = yield Execute(*step)
+            except DBAPIError as error:
+                step = steps.throw(error)
+            else:
+                step = steps.send(reply)
     except StopIteration as done:
         value: dict[str, Claim] = done.value
         return value
