@@ -65,7 +65,7 @@ from inboxguard.inbox import (
     QuarantineRecord,
     QuarantineReplay,
 )
-from inboxguard.inbox.redis import RedisDurability, RedisInbox
+from inboxguard.inbox.redis import RedisDurability, RedisDurabilityWarning, RedisInbox
 from inboxguard.operations import (
     CommandExplanation,
     ConsumerStats,
@@ -150,6 +150,7 @@ __all__ = [
     "ReconcileReport",
     "ReconciliationRequiredError",
     "RedisDurability",
+    "RedisDurabilityWarning",
     "RedisInbox",
     "RetentionMisalignedError",
     "RetentionPolicy",

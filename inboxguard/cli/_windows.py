@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard import Inbox
+from inboxguard import Inbox, RedisInbox
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["DEFAULT_APP_ATTRS", "Discovery", "Found", "discover"]
@@ -29,7 +29,7 @@ class Found:
     """The windows through which one guarded handler's messages come back."""
 
     handler: str
-    inbox: Inbox
+    inbox: Inbox | RedisInbox
     windows: tuple[tuple[str, dt.timedelta, str], ...]
 
 
@@ -43,9 +43,9 @@ class Discovery:
     startup_check: Callable[[], None]
 
     @property
-    def inboxes(self) -> list[Inbox]:
+    def inboxes(self) -> list[Inbox | RedisInbox]:
         """Each distinct inbox of the application."""
-        unique: dict[int, Inbox] = {}
+        unique: dict[int, Inbox | RedisInbox] = {}
         for item in self.found:
             unique.setdefault(id(item.inbox), item.inbox)
         return list(unique.values())
@@ -59,7 +59,7 @@ def discover(obj: Any, spec: str) -> Discovery:
             broker with an InboxMiddleware, or an Inbox; or the adapter's
             discovery refuses the configuration.
     """
-    if isinstance(obj, Inbox):
+    if isinstance(obj, Inbox | RedisInbox):
         return Discovery("inbox", (Found("(declared)", obj, ()),), obj.check_schema)
     top = type(obj).__module__.split(".")[0]
     if top == "celery" and hasattr(obj, "tasks"):

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import func, inspect, select
 
-from inboxguard import Inbox, InboxGuardError
+from inboxguard import Inbox, InboxGuardError, RedisInbox
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._db import missing_sqlite_file, redact
@@ -96,6 +96,10 @@ def run_checks(found: Discovery) -> Iterator[Check]:
     yield from _extras(found)
     every_reachable = True
     for inbox in found.inboxes:
+        if isinstance(inbox, RedisInbox):
+            reachable = yield from _redis(inbox)
+            every_reachable = every_reachable and reachable
+            continue
         reachable = yield from _connection(inbox)
         every_reachable = every_reachable and reachable
         if reachable:
@@ -115,12 +119,37 @@ def _extras(found: Discovery) -> Iterator[Check]:
     if extra is not None:
         yield Check("extras", "ok", f"{found.framework} installed (inboxguard[{extra}])")
     for inbox in found.inboxes:
+        if isinstance(inbox, RedisInbox):
+            continue
         driver = inbox.engine.dialect.driver
         yield Check("extras", "ok", f"driver {driver} for {redact(inbox.engine.url)}")
     if importlib.util.find_spec("alembic") is None:
         yield Check(
             "extras", "warn", "alembic missing: revisions unchecked (inboxguard[migrations])"
         )
+
+
+def _redis(inbox: RedisInbox) -> Generator[Check, None, bool]:
+    """A Redis inbox: the server is reachable, does not evict, and keeps the
+    evidence on disk (a warning when it keeps nothing)."""
+    from inboxguard.inbox.redis import volatile_problem  # noqa: PLC0415
+
+    where = f"redis {inbox.key_prefix!r}"
+    try:
+        inbox.check_schema()
+        durability = inbox.durability()
+    except InboxGuardError as error:
+        yield Check("redis", "fail", f"{where}: {error}")
+        return True
+    except Exception as error:  # unreachable, refused
+        yield Check("redis", "fail", f"{where}: cannot connect: {_first_line(error)}")
+        return False
+    problem = volatile_problem(durability)
+    if problem is not None:
+        yield Check("redis", "warn", f"{where}: {problem}")
+    else:
+        yield Check("redis", "ok", f"{where}: {durability.summary}")
+    return True
 
 
 def _connection(inbox: Inbox) -> Generator[Check, None, bool]:

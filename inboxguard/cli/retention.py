@@ -215,7 +215,7 @@ def app_windows(
             {
                 "handler": item.handler,
                 "framework": found.framework,
-                "table_prefix": item.inbox.table_prefix,
+                "table_prefix": getattr(item.inbox, "table_prefix", None),
                 "horizon": horizon,
                 "declared": [
                     {"window": r.window, "length": r.length, "source": r.source}
