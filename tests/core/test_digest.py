@@ -46,7 +46,7 @@ VECTORS = [
 
 
 # Pinned vectors of the digest (payload, digest text, digest): numbers by value.
-# Payloads without a Decimal or a non-shortest float keep their earlier digest.
+# For payloads without a Decimal or a non-shortest float the digest text is the stored form.
 DIGEST_VECTORS = [
     *[vector for vector in VECTORS if "amount" not in vector[1]],
     (
