@@ -20,13 +20,21 @@ follows the same neighbour; the per-message cost ratio of each variant to
 the bare handler of the same size is taken within a round (times summed over
 the chunks), and the median over rounds (min-max) is reported. Target (the
 moonshot): a batch of 100 at <= 1.10x the bare handler's per-message cost.
-Run with ``python -m benchmarks batch``.
+
+Then the claim's growth with the batch size (:data:`SCALING_SIZES`, 1,000,
+10,000 and 50,000 commands): one ``guard_batch`` of fresh commands and the
+same batch again (all duplicates), each timed once per size, reported per
+command. A claim linear in the batch size costs about the same per command
+at every size. Run with ``python -m benchmarks batch``;
+``python -m benchmarks.bench_batch scaling [URL]`` measures the growth alone
+on any database (PostgreSQL by default) and writes nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -47,6 +55,10 @@ VARIANTS = tuple(f"{kind}{size}" for size in SIZES for kind in KINDS)
 #: Messages of one variant run in a row before the next variant's turn (a
 #: multiple of every size).
 CHUNK = 100
+#: Batch sizes of the claim's growth measurement.
+SCALING_SIZES = tuple(
+    int(n) for n in os.environ.get("BENCH_BATCH_SCALING_SIZES", "1000,10000,50000").split(",")
+)
 
 
 class Bench:
@@ -96,6 +108,27 @@ class Bench:
         conn.execute(self.ledger.insert().values(command_id=cid, amount=1))  # type: ignore[attr-defined]
 
 
+def claim_scaling(inbox: Inbox, sizes: tuple[int, ...] = SCALING_SIZES) -> list[list[object]]:
+    """Rows ``[size, fresh µs per command, duplicate µs per command]``: one
+    batch of ``size`` fresh commands claimed, then claimed again."""
+    rows: list[list[object]] = []
+    for size in sizes:
+        tag = uuid.uuid4().hex[:8]
+        commands = [(f"{tag}-{i}", {"id": i}) for i in range(size)]
+        spent = []
+        for _ in range(2):
+            started = time.perf_counter()
+            with inbox.engine.begin() as conn:
+                with inbox.guard_batch(conn, consumer="scaling", commands=commands):
+                    pass
+            spent.append(time.perf_counter() - started)
+        rows.append([size, f"{spent[0] / size * 1e6:,.1f}", f"{spent[1] / size * 1e6:,.1f}"])
+    return rows
+
+
+_SCALING_HEADER = ["batch size", "fresh claim, µs per command", "duplicates, µs per command"]
+
+
 def _round(bench: Bench, order: list[str], i: int) -> dict[str, float]:
     """One round: every variant's messages in chunks of ``CHUNK``, the variants
     in an order shuffled afresh for every chunk (seeded by the round)."""
@@ -142,6 +175,7 @@ def main() -> None:
         per_round = _harness.run_rounds(
             VARIANTS, lambda order, i: _round(bench, order, i), n_rounds
         )
+        scaling = claim_scaling(bench.inbox)
     finally:
         engine.dispose()
         with admin.connect() as conn:
@@ -177,6 +211,9 @@ def main() -> None:
         f" Target: a batch of 100 at <= 1.10x the bare handler: {verdict}"
         f" ({moonshot.measured}). The run took {time.monotonic() - began:,.0f} s.\n\n"
         + table(header, _rows(per_round))
+        + "\n\nThe claim's growth with the batch size: one `guard_batch` of fresh"
+        " commands, then the same batch again (all duplicates), each timed once per"
+        " size, no handler work; microseconds per command.\n\n" + table(_SCALING_HEADER, scaling)
     )
     write_section(
         "batch",
@@ -187,5 +224,38 @@ def main() -> None:
     )
 
 
+def scaling_main(url: str | None = None) -> None:
+    """Print the claim's growth on ``url`` (a fresh PostgreSQL database by
+    default) in tables of its own; writes nothing."""
+    admin, db = None, None
+    if url is None:
+        db = f"bench_{uuid.uuid4().hex[:8]}"
+        admin = create_engine(f"{PG_ADMIN}/postgres", isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{db}"'))
+        url = f"{PG_ADMIN}/{db}"
+    engine = create_engine(url)
+    inbox = Inbox(
+        engine,
+        retention=dt.timedelta(days=1),
+        table_prefix=f"s{uuid.uuid4().hex[:6]}_",
+        lock_timeout=dt.timedelta(seconds=5),
+    )
+    inbox.create_schema()
+    try:
+        print(engine.dialect.name)
+        print(table(_SCALING_HEADER, claim_scaling(inbox)))
+    finally:
+        inbox.drop_schema()
+        engine.dispose()
+        if admin is not None:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+            admin.dispose()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["scaling"]:
+        scaling_main(sys.argv[2] if len(sys.argv) > 2 else None)
+    else:
+        main()

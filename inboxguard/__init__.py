@@ -70,7 +70,7 @@ from inboxguard.inbox import (
     is_inbox_store,
     is_sql_store,
 )
-from inboxguard.inbox.redis import RedisDurability, RedisInbox
+from inboxguard.inbox.redis import RedisDurability, RedisDurabilityWarning, RedisInbox
 from inboxguard.operations import (
     CommandExplanation,
     ConsumerStats,
@@ -156,6 +156,7 @@ __all__ = [
     "ReconcileReport",
     "ReconciliationRequiredError",
     "RedisDurability",
+    "RedisDurabilityWarning",
     "RedisInbox",
     "RetentionMisalignedError",
     "RetentionPolicy",

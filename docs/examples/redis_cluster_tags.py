@@ -1,8 +1,9 @@
 """On Redis Cluster, the keys one command writes share a hash slot.
 
-Name your keys with a hash tag (the part in braces) and pass the same tag to
-the guard: the inbox's own keys of that command are then tagged alike, and
-the claim and your writes can commit in one EXEC. With ``cluster=True`` (the
+Name your keys with a hash tag (the part in braces) and put the same tag in
+the command ID: the inbox's own keys of that command are then tagged alike,
+and the claim and your writes can commit in one EXEC. The tag is part of the
+command ID, so the command's identity stays the consumer and the ID. With ``cluster=True`` (the
 default when the client is a RedisCluster) a key in another slot is refused
 before EXEC, naming the key. Run: python docs/examples/redis_cluster_tags.py
 (on a single server too: the check is computed client-side).
@@ -37,20 +38,20 @@ def main() -> None:
     try:
         with client.pipeline() as pipe:
             with inbox.guard(
-                pipe, consumer="ledger", command_id="t-1", payload={"n": 5}, hash_tag=account
+                pipe, consumer="ledger", command_id=f"{{{account}}}:t-1", payload={"n": 5}
             ):
                 pipe.incrby(f"{prefix}balance:{{{account}}}", 5)
                 pipe.rpush(f"{prefix}history:{{{account}}}", "t-1")
         try:
             with client.pipeline() as pipe:
                 with inbox.guard(
-                    pipe, consumer="ledger", command_id="t-2", payload={}, hash_tag=account
+                    pipe, consumer="ledger", command_id=f"{{{account}}}:t-2", payload={}
                 ):
                     pipe.incrby(f"{prefix}balance:{{acct-7}}", 1)  # another slot
         except ConfigurationError as error:
             print("refused before EXEC:", str(error)[:100], "...")
         assert client.get(f"{prefix}balance:{{acct-7}}") is None
-        assert inbox.lookup("ledger", "t-1", hash_tag=account) is not None
+        assert inbox.lookup("ledger", f"{{{account}}}:t-1") is not None
     finally:
         inbox.drop_keys()
         client.close()

@@ -6,8 +6,8 @@ by its value (see :func:`digest_text` and the number rules in the inbox
 guide), so key order, formatting and a producer that re-serialises numbers
 never change a digest. The test vectors in ``tests/core/test_digest.py`` pin
 it: a change that breaks them would turn stored commands into payload
-mismatches, and is made only as a new version whose predecessor stays
-accepted (:func:`legacy_digest_of`).
+mismatches. One digest is accepted, never a second form beside it: a stored
+``"1"`` (text) and a redelivered ``Decimal("1")`` (a number) are two values.
 
 :func:`canonical_json` is the stored form (outbox payloads, results): the same
 walk, numbers kept as given (``Decimal`` as its text).
@@ -28,7 +28,6 @@ from inboxguard._core.canonical import (
     plain_text,
 )
 from inboxguard._core.exclusions import ExcludePath, compile_exclusions
-from inboxguard.errors import PayloadEncodingError
 
 __all__ = [
     "DIGEST_PREFIX",
@@ -37,8 +36,6 @@ __all__ = [
     "canonical_json",
     "digest_of",
     "digest_text",
-    "earlier_digest",
-    "legacy_digest_of",
     "to_canonical",
 ]
 
@@ -74,29 +71,6 @@ def digest_text(payload: object, *, exclude: Exclude = (), root: str = "payload"
     if not exclusions and (text := plain_text(payload, by_value=True)) is not None:
         return text
     return emit(Walker(root, exclusions, by_value=True).run(payload))
-
-
-def legacy_digest_of(payload: object, *, exclude: Exclude = ()) -> str:
-    """Return the digest earlier versions stored: the hash of :func:`canonical_json`.
-
-    It differs from :func:`digest_of` only for numbers that are not plain
-    ints or shortest floats (``1.0``, ``1e16``, ``-0.0``, any ``Decimal``).
-    The inbox accepts it for evidence stored before the number rules.
-    """
-    return _hash(canonical_json(payload, exclude=exclude))
-
-
-def earlier_digest(payload: object, *, exclude: Exclude = ()) -> str | None:
-    """:func:`legacy_digest_of`, or None when the payload had no earlier form.
-
-    Services compare a stored digest with the current one first and, only when
-    they differ, with this one, so evidence stored by an earlier version keeps
-    matching its own payload.
-    """
-    try:
-        return legacy_digest_of(payload, exclude=exclude)
-    except PayloadEncodingError:  # no earlier form: only the current digest counts
-        return None
 
 
 def canonical_json(value: object, *, exclude: Exclude = (), root: str = "payload") -> str:

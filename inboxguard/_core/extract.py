@@ -7,10 +7,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from inboxguard._core.digest import digest_text
 from inboxguard._core.identity import as_id
-from inboxguard.errors import ConfigurationError
+from inboxguard.errors import ConfigurationError, PayloadEncodingError
 
-__all__ = ["CallPayload", "CommandIdSpec", "command_id_getter", "payload_of"]
+__all__ = ["CommandIdSpec", "command_id_getter", "payload_of"]
 
 #: A command ID source: a callable over the handler's arguments, or the name
 #: of one of them.
@@ -19,59 +20,74 @@ CommandIdSpec = Callable[..., Any] | str
 Getter = Callable[[tuple[Any, ...], Mapping[str, Any]], Any]
 
 
-class CallPayload(dict[str, Any]):
-    """The payload of one call, ``{"args": [...], "kwargs": {...}}``, bound to
-    the function's signature; ``as_passed`` keeps the arguments as they were
-    passed, the shape whose digest earlier versions stored."""
-
-    __slots__ = ("as_passed",)
-
-    def __init__(self, bound: dict[str, Any], as_passed: dict[str, Any]) -> None:
-        super().__init__(bound)
-        self.as_passed = as_passed
-
-
 def payload_of(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     fn: Callable[..., Any] | None = None,
     *,
     skip: int = 0,
-) -> CallPayload:
+) -> dict[str, Any]:
     """The payload digested for a call of ``fn`` (minus its first ``skip``
     parameters): one call, one payload, however its arguments were passed.
 
-    The arguments are bound to the signature with defaults applied. Every
+    The arguments the call carried are bound to the signature. Every
     parameter that can be named lands in ``kwargs`` under its name, with the
     extra keyword arguments of a ``**kwargs`` parameter; positional-only
     parameters and the extra arguments of ``*args`` land in ``args``, in order.
-    So ``f(s, "inv-9", 100)``, ``f(s, invoice_id="inv-9", amount=100)`` and the
-    same call with a default written out give one payload. Without ``fn``, or
+    A default the code would fill in is never part of the payload, and an
+    argument passed with its parameter's default value (equal by digest) is
+    left out too. So ``f(s, "inv-9", 100)``, ``f(s, invoice_id="inv-9",
+    amount=100)`` and the same call with a default written out give one
+    payload, and a new version of ``f`` with one more defaulted parameter
+    digests an earlier call as the earlier version did. Without ``fn``, or
     when the arguments do not fit the signature (the call itself will fail),
     the payload is the arguments as passed.
     """
     passed = {"args": list(args), "kwargs": dict(kwargs)}
     signature = _signature(fn, skip) if fn is not None else None
     if signature is None:
-        return CallPayload(passed, passed)
+        return passed
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError:
-        return CallPayload(passed, passed)
-    bound.apply_defaults()
+        return passed
     positional: list[Any] = []
+    defaults: list[object] = []  # the default of each positional-only value, in order
     named: dict[str, Any] = {}
+    extras = False
     for name, value in bound.arguments.items():
-        kind = signature.parameters[name].kind
+        parameter = signature.parameters[name]
+        kind = parameter.kind
         if kind is inspect.Parameter.POSITIONAL_ONLY:
             positional.append(value)
+            defaults.append(parameter.default)
         elif kind is inspect.Parameter.VAR_POSITIONAL:
             positional.extend(value)
+            extras = extras or bool(value)
         elif kind is inspect.Parameter.VAR_KEYWORD:
             named.update(value)
-        else:
+        elif not _is_default(value, parameter.default):
             named[name] = value
-    return CallPayload({"args": positional, "kwargs": named}, passed)
+    # A positional-only default can be left out only at the end (the others
+    # keep their places), and only when no *args extras follow it.
+    while not extras and positional and _is_default(positional[-1], defaults[-1]):
+        positional.pop()
+        defaults.pop()
+    return {"args": positional, "kwargs": named}
+
+
+def _is_default(value: object, default: object) -> bool:
+    """Whether ``value`` is the parameter's default, by digest (``1`` and
+    ``1.0`` alike, ``1`` and ``True`` not); a default with no digest is
+    equal only to itself."""
+    if default is inspect.Parameter.empty:
+        return False
+    if value is default:
+        return True
+    try:
+        return digest_text(value) == digest_text(default)
+    except PayloadEncodingError:
+        return False
 
 
 def _signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | None:

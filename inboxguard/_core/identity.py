@@ -6,11 +6,13 @@ import datetime as dt
 import enum
 import hashlib
 import re
+import unicodedata
 import uuid
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
+from inboxguard._core.canonical import canonical_number
 from inboxguard.errors import InvalidCommandError
 
 __all__ = ["MAX_ID_LENGTH", "as_id", "command_id_for", "validate_identity"]
@@ -22,6 +24,8 @@ _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Characters kept verbatim in a field value; the rest are percent-encoded.
 _SAFE = "-_.~@+!$'()*"
+#: What a hashed ID holds after its kind: ``":sha256="`` and 64 hex digits.
+_HASHED_TAIL = len(":sha256=") + 64
 
 
 def validate_identity(value: object, field: str) -> str:
@@ -70,12 +74,16 @@ def command_id_for(kind: str, /, **fields: object) -> str:
     ``command_id_for("invoice.charge", invoice_id=42, cycle="2026-11")`` is
     ``"invoice.charge:cycle=2026-11,invoice_id=42"`` in every process and Python
     version: fields are sorted by name and their values percent-encoded. An ID
-    that would exceed 255 characters keeps its kind and replaces the fields by
-    their SHA-256, so it stays deterministic.
+    that would exceed 255 characters keeps its kind (its first characters,
+    for a very long kind) and replaces the rest by the SHA-256 of the whole,
+    so it stays deterministic.
 
     Field values may be str, int, bool, UUID, Decimal, date, timezone-aware
-    datetime or Enum (by value). Floats are refused: rounding makes them poor
-    identities.
+    datetime or Enum (by value). One value gives one ID: a number is written
+    by its value as the digest writes it (``10``, ``Decimal("10.0")`` and
+    ``Decimal("10.00")`` are ``10``), and text is put in Unicode normal form
+    NFC (a composed and a decomposed ``é`` are one ID). Floats are refused:
+    rounding makes them poor identities.
 
     Raises:
         InvalidCommandError: a bad kind, field name or value.
@@ -94,7 +102,8 @@ def command_id_for(kind: str, /, **fields: object) -> str:
         parts.append(f"{name}={quote(_field_text(name, fields[name]), safe=_SAFE)}")
     command_id = f"{kind}:{','.join(parts)}"
     if len(command_id) > MAX_ID_LENGTH:
-        command_id = f"{kind}:sha256={hashlib.sha256(command_id.encode()).hexdigest()}"
+        digest = hashlib.sha256(command_id.encode()).hexdigest()
+        command_id = f"{kind[: MAX_ID_LENGTH - _HASHED_TAIL]}:sha256={digest}"
     return validate_identity(command_id, "command_id")
 
 
@@ -105,11 +114,15 @@ def _field_text(name: str, value: object) -> str:  # noqa: PLR0911
         return "true" if value else "false"
     # Subclasses are read through the base type: their content, not __str__.
     if isinstance(value, str):
-        return str.__str__(value)
+        return _text(name, str.__str__(value))
     if isinstance(value, int):
         return int.__repr__(int.__int__(value))
     if isinstance(value, Decimal) and value.is_finite():
-        return Decimal.__str__(value)
+        text = canonical_number(value)
+        if text is None:
+            msg = f"field {name}={value!r} has too many digits written out; pass it as a str"
+            raise InvalidCommandError(msg)
+        return text
     if isinstance(value, uuid.UUID):
         return uuid.UUID.__str__(value)
     if isinstance(value, dt.datetime):
@@ -124,3 +137,17 @@ def _field_text(name: str, value: object) -> str:  # noqa: PLR0911
         " use str, int, UUID, Decimal, date, aware datetime or Enum"
     )
     raise InvalidCommandError(msg)
+
+
+def _text(name: str, value: str) -> str:
+    """A text field in NFC; a lone surrogate (no UTF-8 form) is refused."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        msg = (
+            f"field {name} contains {value[error.start : error.end]!r} at index"
+            f" {error.start}, a lone surrogate with no UTF-8 form; decode the producer's"
+            " bytes correctly"
+        )
+        raise InvalidCommandError(msg) from None
+    return unicodedata.normalize("NFC", value)

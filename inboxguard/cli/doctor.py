@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, inspect, select
 
-from inboxguard import InboxGuardError, SqlInboxStore
+from inboxguard import InboxGuardError, InboxStore, SqlInboxStore, is_sql_store
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._db import missing_sqlite_file, redact
@@ -97,7 +98,11 @@ def run_checks(found: Discovery) -> Iterator[Check]:
     """Every check, in the order a worker meets them."""
     yield from _extras(found)
     every_reachable = True
-    for inbox in found.sql_inboxes:
+    for inbox in found.inboxes:
+        if not is_sql_store(inbox):
+            reachable = yield from _store(inbox)
+            every_reachable = every_reachable and reachable
+            continue
         reachable = yield from _connection(inbox)
         every_reachable = every_reachable and reachable
         if reachable:
@@ -125,6 +130,31 @@ def _extras(found: Discovery) -> Iterator[Check]:
         yield Check(
             "extras", "warn", "alembic missing: revisions unchecked (inboxguard[migrations])"
         )
+
+
+def _store(inbox: InboxStore) -> Generator[Check, None, bool]:
+    """A store outside SQL tables (a Redis inbox): its own ``check_schema()``,
+    each warning it gives (a server that keeps nothing on disk) a warning here."""
+    where = f"{inbox.capabilities.store} inbox"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            inbox.check_schema()
+        except InboxGuardError as error:
+            yield Check(inbox.capabilities.store, "fail", f"{where}: {error}")
+            return True
+        except Exception as error:  # unreachable, refused
+            yield Check(
+                inbox.capabilities.store, "fail", f"{where}: cannot connect: {_first_line(error)}"
+            )
+            return False
+    problems = [str(w.message) for w in seen if issubclass(w.category, UserWarning)]
+    for problem in problems:
+        yield Check(inbox.capabilities.store, "warn", f"{where}: {problem}")
+    if not problems:
+        boundary, _ = inbox.transaction_boundary()
+        yield Check(inbox.capabilities.store, "ok", f"{where}: checks passed; {boundary}")
+    return True
 
 
 def _connection(inbox: SqlInboxStore) -> Generator[Check, None, bool]:

@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--hash-tag",
         metavar="T",
-        help="with --redis: the hash_tag the guard was given for this command, if any",
+        help="with --redis: the command ID's own hash tag (checked; not needed to find it)",
     )
     add_json(parser)
     parser.set_defaults(func=lambda args: run_on_inbox("explain", args, _run, read_only=True))

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from inboxguard._core import faults
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard._core.digest import digest_of, earlier_digest
+from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.effects._guarded import refuse_inside_sqlite_guard
@@ -210,7 +210,7 @@ class EffectLedger:
                 if held is not None:
                     return self._dispatch(held, provider, payload, lease)
                 continue
-            check_digest(record, digest, lambda: earlier_digest(payload, exclude=exclude))
+            check_digest(record, digest)
             receipt = settled(record)
             if receipt is not None:
                 return receipt

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 
 from inboxguard.effects._records import EffectRecord
 from inboxguard.effects.provider import Provider, ProviderContract, Receipt
@@ -56,10 +55,10 @@ def check_lease(lease: dt.timedelta) -> None:
         raise ConfigurationError(msg)
 
 
-def check_digest(record: EffectRecord, digest: str, earlier: Callable[[], str | None]) -> None:
-    """Fail closed (EffectPayloadConflictError) when the stored digest is neither
-    the payload's digest nor ``earlier()``, the one an earlier version stored."""
-    if record.digest == digest or record.digest == earlier():
+def check_digest(record: EffectRecord, digest: str) -> None:
+    """Fail closed (EffectPayloadConflictError) when the stored digest is not
+    the payload's digest."""
+    if record.digest == digest:
         return
     logger.warning(
         "effect %s: payload mismatch (stored %s, incoming %s); nothing sent",

@@ -44,6 +44,11 @@ class BatchEntry:
     - ``refused``: ``error`` says why (:class:`~inboxguard.PayloadMismatchError`
       or :class:`~inboxguard.BeyondRetentionError`); the delivery was
       quarantined in a transaction of its own; dead-letter that message.
+
+    ``quarantine_recorded`` is true only for a refused entry whose quarantine
+    record was written. A refused entry without it was only logged (the
+    quarantine table could not be written): do not acknowledge or
+    dead-letter its message, let the broker deliver it again.
     """
 
     __slots__ = (
@@ -58,6 +63,7 @@ class BatchEntry:
         "error",
         "index",
         "payload",
+        "quarantine_recorded",
         "result_expired",
     )
 
@@ -74,6 +80,7 @@ class BatchEntry:
         result_expired: bool = False,
         error: CommandRejectedError | None = None,
         source: BatchEntry | None = None,
+        quarantine_recorded: bool = False,
     ) -> None:
         self.index = index
         self.consumer = consumer
@@ -83,6 +90,7 @@ class BatchEntry:
         self.duplicate = duplicate
         self.result_expired = result_expired
         self.error = error
+        self.quarantine_recorded = quarantine_recorded
         self._result = result
         self._result_set = False
         self._released = False

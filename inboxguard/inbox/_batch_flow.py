@@ -162,8 +162,10 @@ class BatchFlows:
         entries: list[BatchEntry | None] = [None] * len(items)
         for i, error in enumerate(stale):
             if error is not None:
-                yield self._refusal(deliveries[i], QuarantineReason.BEYOND_RETENTION)
-                entries[i] = _entry(i, deliveries[i], items[i], error=error)
+                written = yield self._refusal(deliveries[i], QuarantineReason.BEYOND_RETENTION)
+                entries[i] = _entry(
+                    i, deliveries[i], items[i], error=error, quarantine_recorded=written is True
+                )
         first: dict[str, int] = {}  # the entry that claims each ID
         for i, d in enumerate(deliveries):
             if entries[i] is None:
@@ -230,10 +232,10 @@ class BatchFlows:
             claim = Claim(False, source.digest)
         found = verdict(delivery, claim)
         if isinstance(found, PayloadMismatchError):
-            yield self._refusal(
+            written = yield self._refusal(
                 delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
             )
-            return _entry(i, delivery, item, error=found)
+            return _entry(i, delivery, item, error=found, quarantine_recorded=written is True)
         return _entry(
             i,
             delivery,
@@ -376,11 +378,17 @@ def _run(
     steps: Steps[dict[str, Claim]], consumer: str, keys: list[str]
 ) -> Generator[Execute, Result[Any], dict[str, Claim]]:
     """Run statement steps one :class:`Execute` at a time; a busy database
-    becomes :class:`~inboxguard.InProgressError` for the whole batch."""
+    becomes :class:`~inboxguard.InProgressError` for the whole batch. A
+    statement's error is thrown into the steps first (see ``_flow._claim``)."""
     try:
         step = next(steps)
         while True:
-            step = steps.send((yield Execute(*step)))
+            try:
+                reply = yield Execute(*step)
+            except DBAPIError as error:
+                step = steps.throw(error)
+            else:
+                step = steps.send(reply)
     except StopIteration as done:
         value: dict[str, Claim] = done.value
         return value

@@ -9,17 +9,15 @@ order; nothing here touches a database.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.clock import Clock, as_utc, checked_now
 from inboxguard._core.context import adapter_settles_var
-from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
-from inboxguard._core.extract import CallPayload
+from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
@@ -46,12 +44,7 @@ logger = logging.getLogger("inboxguard")
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """A validated delivery: identity, digest and the claim's parameters.
-
-    ``earlier_digest`` computes, only when a stored digest differs, the digest
-    an earlier version stored for the same delivery (before calls were bound to
-    their signature and numbers compared by value), or None.
-    """
+    """A validated delivery: identity, digest and the claim's parameters."""
 
     consumer: str
     command_id: str
@@ -59,11 +52,10 @@ class Delivery:
     now: dt.datetime
     params: dict[str, Any]
     details: Mapping[str, Any] | None
-    earlier_digest: Callable[[], str | None] = lambda: None
 
     def recognises(self, stored_digest: str) -> bool:
         """Whether evidence stored with ``stored_digest`` is this payload's."""
-        return stored_digest == self.digest or stored_digest == self.earlier_digest()
+        return stored_digest == self.digest
 
 
 def prepare(
@@ -99,9 +91,7 @@ def prepare(
         "expires_at": now + retention.horizon,
         "result_expires_at": now + ttl if ttl is not None else None,
     }
-    source = payload.as_passed if isinstance(payload, CallPayload) else payload
-    earlier = functools.partial(earlier_digest, source, exclude=excluded)
-    return Delivery(consumer, command_id, digest, now, params, details, earlier)
+    return Delivery(consumer, command_id, digest, now, params, details)
 
 
 def stale_error(

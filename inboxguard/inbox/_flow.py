@@ -286,12 +286,19 @@ def _vanished_error(delivery: Delivery, rowcount: int) -> ConfigurationError:
 
 def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
     """Run the dialect's claim one :class:`Execute` at a time; a busy database
-    (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`."""
+    (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`.
+    A statement's error is thrown into the dialect's steps first, so the
+    dialect can put a connection setting back before it passes on."""
     steps = dialect.claim(delivery.params)
     try:
         step = next(steps)
         while True:
-            step = steps.send((yield Execute(*step)))
+            try:
+                reply = yield Execute(*step)
+            except DBAPIError as error:
+                step = steps.throw(error)
+            else:
+                step = steps.send(reply)
     except StopIteration as done:
         claim: Claim = done.value
         return claim

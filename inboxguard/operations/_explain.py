@@ -37,8 +37,8 @@ def explain(
     stored evidence, every quarantine record with its actions, the ledger's
     effects of the command and its outbox row. Read-only; the outbox and
     ledger parts are empty when their tables are absent. Given a
-    :class:`~inboxguard.RedisInbox`, its evidence (stored under ``hash_tag``
-    when the guard had one) and records; no effects or outbox row.
+    :class:`~inboxguard.RedisInbox`, its evidence (``hash_tag``, when given,
+    must be the command ID's own tag) and records; no effects or outbox row.
 
     Raises:
         ConfigurationError: the inbox tables are missing, or the prefix is

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.checks import check_clock, check_table_prefix
 from inboxguard._core.clock import Clock, checked_now, utc_now
-from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
+from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.headers import is_reserved
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
@@ -211,7 +211,7 @@ class Outbox:
                 conn.execute(st.notify(self.channel))
             return True
         stored, where = conn.execute(st.lookup_for_compare(), {"b_command_id": command_id}).one()
-        if stored not in (digest, earlier_digest(payload)):
+        if stored != digest:
             msg = (
                 f"command {command_id!r} is already in the outbox with payload {stored},"
                 f" but this call adds {digest}; nothing was written: roll back and find"

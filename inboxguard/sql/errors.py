@@ -1,7 +1,9 @@
 """The one place that classifies database errors from the drivers.
 
-Lock timeouts, deadlocks and serialization failures mean "another transaction
-got there first or is still working": retry later. Connection losses mean the
+Lock timeouts, deadlocks, serialization failures and statement timeouts (the
+caller's ``statement_timeout`` or ``max_statement_time`` ending a statement
+that was waiting, typically for another transaction's claim) mean "another
+transaction got there first or is still working": retry later. Connection losses mean the
 outcome of the transaction is unknown, which the inbox makes safe to retry
 (the redelivery finds the evidence or does not). A database that cannot be
 reached at all (refused, too many connections, shutting down, an exhausted
@@ -34,10 +36,12 @@ __all__ = [
     "schema_required",
 ]
 
-#: PostgreSQL: lock_not_available, serialization_failure, deadlock_detected.
-_PG_BUSY = frozenset({"55P03", "40001", "40P01"})
-#: MariaDB/MySQL: lock wait timeout, deadlock, snapshot conflict (1020).
-_MYSQL_BUSY = frozenset({1205, 1213, 1020})
+#: PostgreSQL: lock_not_available, serialization_failure, deadlock_detected,
+#: query_canceled (``statement_timeout`` expired, or a cancel request).
+_PG_BUSY = frozenset({"55P03", "40001", "40P01", "57014"})
+#: MariaDB/MySQL: lock wait timeout, deadlock, snapshot conflict (1020),
+#: MariaDB's ``max_statement_time`` (1969) and MySQL's ``max_execution_time`` (3024).
+_MYSQL_BUSY = frozenset({1205, 1213, 1020, 1969, 3024})
 #: SQLite primary codes: SQLITE_BUSY, SQLITE_LOCKED.
 _SQLITE_BUSY = frozenset({5, 6})
 #: PostgreSQL: undefined_table, invalid_schema_name.
@@ -55,7 +59,8 @@ _MYSQL_UNREACHABLE = frozenset({1040, 1203, 1053, 2002, 2003, 2006, 2013})
 
 
 def is_busy(error: BaseException) -> bool:
-    """True when ``error`` is a lock timeout, deadlock or serialization failure."""
+    """True when ``error`` is a lock timeout, deadlock, serialization failure or
+    statement timeout."""
     if not isinstance(error, DBAPIError):
         return False
     orig = error.orig
@@ -99,7 +104,7 @@ def is_retryable(error: BaseException) -> bool:
 
     Covers inboxguard's retryable errors (``InProgressError``,
     ``EffectOutcomeUnknownError``), lock timeouts, deadlocks, serialization
-    failures, lost connections (the commit's outcome is then unknown, and
+    failures, statement timeouts, lost connections (the commit's outcome is then unknown, and
     the inbox turns a redelivery of a committed command into a duplicate)
     and an unreachable database (:func:`is_unreachable`).
     """

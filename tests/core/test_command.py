@@ -35,13 +35,13 @@ def test_command_id_for_supports_identity_types() -> None:
     cid = command_id_for(
         "x.y",
         u=uuid.UUID(int=1),
-        d=Decimal("1.50"),
+        d=Decimal("1.50"),  # by value: 1.5
         day=dt.date(2026, 1, 2),
         at=dt.datetime(2026, 1, 2, 3, tzinfo=dt.UTC),
         flag=True,
     )
     assert cid == (
-        "x.y:at=2026-01-02T03%3A00%3A00+00%3A00,d=1.50,day=2026-01-02,flag=true,"
+        "x.y:at=2026-01-02T03%3A00%3A00+00%3A00,d=1.5,day=2026-01-02,flag=true,"
         "u=00000000-0000-0000-0000-000000000001"
     )
 

@@ -114,26 +114,17 @@ def test_l05_same_key_other_payload_fails_closed(
     assert (record.state, record.version) == (EffectState.CONFIRMED, 2)
 
 
-def test_l05_a_record_stored_by_the_earlier_digest_still_matches(
+def test_l05_text_and_a_number_with_the_same_spelling_conflict(
     ledger: EffectLedger, gateway: SandboxGateway
 ) -> None:
-    """An effect recorded before the number rules (its digest of the numbers as
-    given) is the same intent when it is executed again after the upgrade: the
-    stored receipt comes back and the provider is not called again."""
-    from sqlalchemy import update
-
-    from inboxguard._core.digest import legacy_digest_of
-
-    payload = {**PAYLOAD, "amount": Decimal("12.50")}
+    """An effect recorded with the text "12.5" is refused when executed again
+    with the number Decimal("12.5"): one digest form, no second one beside it.
+    The provider is called once."""
+    payload = {**PAYLOAD, "amount": "12.5"}
     first = ledger.execute(KEY, gateway, payload)
-    table = ledger.tables.effects
-    with ledger.engine.begin() as conn:
-        conn.execute(
-            update(table).where(table.c.effect_key == KEY).values(digest=legacy_digest_of(payload))
-        )
-    assert ledger.execute(KEY, gateway, payload) == first
     with pytest.raises(EffectPayloadConflictError):
-        ledger.execute(KEY, gateway, {**payload, "amount": Decimal("13")})
+        ledger.execute(KEY, gateway, {**payload, "amount": Decimal("12.5")})
+    assert ledger.execute(KEY, gateway, payload) == first
     assert (gateway.requests(), gateway.charges()) == (1, 1)
 
 

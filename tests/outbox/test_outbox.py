@@ -7,7 +7,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -79,27 +79,21 @@ def test_o2_same_id_other_payload_fails_closed(engine, outbox):
     assert row.payload == {"amount": 10}
 
 
-def test_o2_a_row_stored_by_the_earlier_digest_still_matches(engine, outbox):
-    """A row added before the number rules (its digest of the numbers as given)
-    is the same command when the same payload is added again after the upgrade."""
-    from inboxguard._core.digest import legacy_digest_of
-
-    payload = {"amount": Decimal("10.50"), "rate": 1.0}
-    assert legacy_digest_of(payload) != inboxguard.digest_of(payload)
+def test_o2_text_and_a_number_with_the_same_spelling_conflict(engine, outbox):
+    """A row added with the text "1" and the same command added with the number
+    Decimal("1") are two payloads: one digest form, no second one beside it."""
     with Session(engine) as session, session.begin():
-        outbox.add(session, command_id="c-old", destination="ship", payload=payload)
-    with engine.begin() as conn:
-        table = outbox.tables.outbox
-        conn.execute(
-            update(table)
-            .where(table.c.command_id == "c-old")
-            .values(digest=legacy_digest_of(payload))
-        )
-    with Session(engine) as session, session.begin():
-        assert outbox.add(session, command_id="c-old", destination="ship", payload=payload) is False
+        outbox.add(session, command_id="c-1", destination="ship", payload={"amount": "1"})
     with pytest.raises(inboxguard.OutboxPayloadConflictError), Session(engine) as session:
         with session.begin():
-            outbox.add(session, command_id="c-old", destination="ship", payload={"amount": 11})
+            outbox.add(
+                session, command_id="c-1", destination="ship", payload={"amount": Decimal("1")}
+            )
+    with Session(engine) as session, session.begin():
+        assert (
+            outbox.add(session, command_id="c-1", destination="ship", payload={"amount": "1"})
+            is False
+        )
     assert outbox.status().backlog == 1
 
 

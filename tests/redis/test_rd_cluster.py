@@ -99,7 +99,7 @@ def box(cluster: Any) -> Iterator[RedisInbox]:
 
 def _deliver(client: Any, box: RedisInbox, cid: str, payload: Any, key: str) -> bool:
     with client.pipeline(transaction=True) as pipe:
-        with box.guard(pipe, consumer="c", command_id=cid, payload=payload, hash_tag="a-1") as e:
+        with box.guard(pipe, consumer="c", command_id="{a-1}:" + cid, payload=payload) as e:
             if not e.duplicate:
                 pipe.incrby(key, 1)
                 pipe.rpush(key + ":log", cid)
@@ -114,10 +114,10 @@ def test_rd11_tagged_keys_commit_and_other_slots_are_refused(cluster: Any, box: 
     assert _deliver(cluster, box, "t-1", {}, key)
     assert not _deliver(cluster, box, "t-1", {}, key)
     assert cluster.get(key) == b"1"
-    assert box.lookup("c", "t-1", hash_tag="a-1").result == "t-1"  # type: ignore[union-attr]
+    assert box.lookup("c", "{a-1}:t-1").result == "t-1"  # type: ignore[union-attr]
     with pytest.raises(ConfigurationError, match="another Redis Cluster hash slot"):
         _deliver(cluster, box, "t-2", {}, f"{box.key_prefix}balance:{{a-2}}")
-    assert box.lookup("c", "t-2", hash_tag="a-1") is None
+    assert box.lookup("c", "{a-1}:t-2") is None
     with pytest.raises(PayloadMismatchError):
         _deliver(cluster, box, "t-1", {"other": 1}, key)
     (record,) = box.quarantined("c")

@@ -96,28 +96,29 @@ def test_rd7_a_key_in_another_slot_is_refused_before_exec(
 ) -> None:
     """With the cluster check on, a write outside the command's hash slot is
     refused before EXEC, naming the key and how to tag it; keys tagged like
-    the command (hash_tag) commit."""
+    the command (the tag in its ID) commit."""
     box = _box(redis_client, key_prefix, cluster=True)
     with pytest.raises(ConfigurationError) as caught:
         with redis_client.pipeline() as pipe:
-            with box.guard(pipe, consumer="c", command_id="o1", payload={}, hash_tag="acct-1"):
+            with box.guard(pipe, consumer="c", command_id="{acct-1}:o1", payload={}):
                 pipe.incrby(f"{key_prefix}balance:{{acct-1}}", 5)
                 pipe.incrby(f"{key_prefix}balance:{{acct-2}}", 5)
     text = str(caught.value)
     assert f"{key_prefix}balance:{{acct-2}}" in text
-    assert "hash_tag='acct-42'" in text
+    assert "command_id='{acct-42}:t-1'" in text
     assert "CROSSSLOT" in text
     assert redis_client.get(f"{key_prefix}balance:{{acct-1}}") is None
-    assert box.lookup("c", "o1", hash_tag="acct-1") is None
+    assert box.lookup("c", "{acct-1}:o1") is None
     with redis_client.pipeline() as pipe:
-        with box.guard(pipe, consumer="c", command_id="o1", payload={}, hash_tag="acct-1"):
+        with box.guard(pipe, consumer="c", command_id="{acct-1}:o1", payload={}):
             pipe.incrby(f"{key_prefix}balance:{{acct-1}}", 5)
             pipe.rpush(f"{key_prefix}log:{{acct-1}}", "o1")
     assert redis_client.get(f"{key_prefix}balance:{{acct-1}}") == b"5"
-    assert box.lookup("c", "o1", hash_tag="acct-1") is not None
-    # Without a tag, the inbox's own keys are tagged by the command: a user
-    # key is then in another slot, and the error says to pass hash_tag.
-    with pytest.raises(ConfigurationError, match=r"hash_tag="):
+    assert box.lookup("c", "{acct-1}:o1") is not None
+    # Without a tag in the ID, the inbox's own keys are tagged by a hash of
+    # the command: a user key is then in another slot, and the error says to
+    # put the tag in the command ID.
+    with pytest.raises(ConfigurationError, match=r"command_id='\{acct-42\}:t-1'"):
         with redis_client.pipeline() as pipe:
             with box.guard(pipe, consumer="c", command_id="o2", payload={}):
                 pipe.incrby(f"{key_prefix}balance:{{acct-1}}", 5)

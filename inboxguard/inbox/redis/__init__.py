@@ -10,15 +10,23 @@ from __future__ import annotations
 from inboxguard.inbox.redis import _operations as operations
 from inboxguard.inbox.redis._inbox import RedisInbox
 from inboxguard.inbox.redis._operations import RedisConsumerStats, RedisExplanation, RedisStats
-from inboxguard.inbox.redis._server import RedisDurability, client_from_url, error_kind
+from inboxguard.inbox.redis._server import (
+    RedisDurability,
+    RedisDurabilityWarning,
+    client_from_url,
+    error_kind,
+    volatile_problem,
+)
 
 __all__ = [
     "RedisConsumerStats",
     "RedisDurability",
+    "RedisDurabilityWarning",
     "RedisExplanation",
     "RedisInbox",
     "RedisStats",
     "client_from_url",
     "error_kind",
     "operations",
+    "volatile_problem",
 ]

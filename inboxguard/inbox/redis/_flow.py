@@ -297,6 +297,7 @@ def _slot_error(
         f" {name.upper()} on key {key!r}, which is in another Redis Cluster hash slot than"
         f" the inbox's keys (hash tag {{{keys.tag}}}): EXEC would fail with CROSSSLOT."
         " Nothing was sent. Name every key the block writes with one hash tag, e.g."
-        f" 'balance:{{acct-42}}', and pass the same tag as guard(..., hash_tag='acct-42')"
+        " 'balance:{acct-42}', and put the same tag in the command ID, e.g."
+        " command_id='{acct-42}:t-1' (the tag is then part of the command's identity)"
     )
     return ConfigurationError(msg)

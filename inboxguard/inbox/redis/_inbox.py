@@ -34,6 +34,7 @@ from inboxguard.inbox.redis._server import (
     check_eviction,
     describe_boundary,
     read_durability,
+    warn_if_volatile,
 )
 from inboxguard.inbox.redis._store import RedisRecords
 
@@ -117,6 +118,7 @@ class RedisInbox:
         self.allow_eviction = allow_eviction
         self.cluster = is_cluster(client) if cluster is None else bool(cluster)
         self.maxmemory_policy = check_eviction(client, allow_eviction=allow_eviction)
+        warn_if_volatile(client)
         self.telemetry = telemetry
         self._flows = RedisFlows(
             self.keys,
@@ -147,12 +149,15 @@ class RedisInbox:
 
     def check_schema(self) -> None:
         """Check the server again at worker start-up (Redis has no tables):
-        refuse an evicting ``maxmemory-policy`` unless ``allow_eviction``.
+        refuse an evicting ``maxmemory-policy`` unless ``allow_eviction``, and
+        warn (:class:`~inboxguard.RedisDurabilityWarning`) when the server
+        keeps nothing on disk.
 
         Raises:
             ConfigurationError: the server may evict keys.
         """
         self.maxmemory_policy = check_eviction(self.client, allow_eviction=self.allow_eviction)
+        warn_if_volatile(self.client)
 
     def require_alignment(self, source: str = "declared", **windows: dt.timedelta) -> None:
         """Fail unless every replay window fits inside the evidence horizon.
@@ -185,7 +190,10 @@ class RedisInbox:
         its writes on ``pipe`` (never ``execute()`` it); the guard sends
         ``EXEC`` when the block exits, with the result assigned to
         ``entry.result``. An exception in the block discards everything.
-        ``hash_tag``: the tag of the keys the block writes, on a cluster.
+        The command's keys take the hash tag of ``command_id`` (``"{acct-42}:t-1"``),
+        so that, on a cluster, the block's keys tagged alike share their slot;
+        ``hash_tag``, when given, must be that tag (identity is the consumer
+        and the command ID, nothing else).
 
         Raises:
             InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
@@ -193,7 +201,8 @@ class RedisInbox:
                 canonical encoding.
             ConfigurationError: ``pipe`` is not a fresh sync pipeline; it was
                 executed or reset inside the block; on a cluster, the block
-                wrote a key in another hash slot.
+                wrote a key in another hash slot; ``hash_tag`` is not the
+                command ID's own tag.
             PayloadMismatchError: the command was processed with another
                 payload; quarantined, the block does not run.
             BeyondRetentionError: ``sent_at`` is older than the horizon;
@@ -370,8 +379,7 @@ class RedisInbox:
         and, for a payload mismatch, delete the command's evidence whose digest
         is not the refused one, recording who, why and when
         (:meth:`quarantine_actions`), as :meth:`inboxguard.Inbox.release_quarantine`.
-        None when no record is open with that id. Evidence stored under a
-        ``hash_tag`` of the guard's is not found here (nothing is deleted).
+        None when no record is open with that id.
 
         Raises:
             ConfigurationError: ``actor`` or ``reason`` is empty.
@@ -403,8 +411,8 @@ class RedisInbox:
     def lookup(
         self, consumer: str, command_id: str, *, hash_tag: str | None = None
     ) -> InboxRecord | None:
-        """Return the committed evidence of a command (stored under ``hash_tag``
-        when the guard had one), or None."""
+        """Return the committed evidence of a command, or None (``hash_tag``,
+        when given, must be the command ID's own tag)."""
         return self._records.evidence(self.keys.command(consumer, command_id, hash_tag).evidence)
 
     def evidence(self) -> Iterator[InboxRecord]:

@@ -1,11 +1,16 @@
 """Key names of a Redis inbox, and the Redis Cluster hash slot they live in.
 
 Every key of one command (its evidence and its lease) carries one hash tag,
-so they share a slot. Without a ``hash_tag`` the tag is a short hash of the
-consumer and command ID; with one it is the caller's, so the caller's own
-keys tagged the same way (``balance:{acct-42}``) land in the same slot and
-can commit in the same ``EXEC`` on a cluster. The quarantine keys share the
-tag ``{quarantine}`` of their own.
+so they share a slot. The tag is a function of the command's identity
+(consumer, command ID) and of nothing else: the command ID's own hash tag
+when it has one (``"{acct-42}:t-1"``, by Redis's rule: the text between the
+first ``{`` and the next ``}``), so the caller's keys tagged the same way
+(``balance:{acct-42}``) land in the same slot and commit in the same
+``EXEC`` on a cluster; otherwise a short hash of the consumer and command
+ID. A ``hash_tag`` passed to the guard is only checked against the ID's:
+a tag from outside the ID would make the same command, delivered with
+another tag or none, a fresh one in other keys. The quarantine keys share
+the tag ``{quarantine}`` of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ __all__ = [
     "check_key_prefix",
     "escape_pattern",
     "slot_of",
+    "tag_of",
 ]
 
 MAX_PREFIX = 64
@@ -96,8 +102,17 @@ class KeySpace:
         self.quarantine_actions = base + "actions:"
 
     def command(self, consumer: str, command_id: str, hash_tag: str | None = None) -> CommandKeys:
-        """The keys of (``consumer``, ``command_id``), tagged ``hash_tag`` or by default."""
-        tag = default_tag(consumer, command_id) if hash_tag is None else check_hash_tag(hash_tag)
+        """The keys of (``consumer``, ``command_id``), tagged by the command ID's
+        own hash tag, or by default.
+
+        Raises:
+            ConfigurationError: ``hash_tag`` is given and is not the command
+                ID's own hash tag.
+        """
+        own = tag_of(command_id)
+        if hash_tag is not None and check_hash_tag(hash_tag) != own:
+            raise _outside_tag_error(command_id, hash_tag, own)
+        tag = default_tag(consumer, command_id) if own is None else own
         # The lengths make the name unambiguous whatever the IDs contain.
         name = f"{len(consumer)}:{consumer}:{command_id}"
         return CommandKeys(
@@ -118,6 +133,30 @@ class KeySpace:
             f"{self.quarantine_identity}{len(consumer)}:{consumer}:{len(command_id)}:"
             f"{command_id}:{reason}:{incoming}"
         )
+
+
+def tag_of(command_id: str) -> str | None:
+    """The hash tag a Redis Cluster reads in ``command_id`` (the text between
+    its first ``{`` and the next ``}``, if not empty), or None."""
+    start = command_id.find("{")
+    if start < 0:
+        return None
+    end = command_id.find("}", start + 1)
+    if end <= start + 1:
+        return None
+    return command_id[start + 1 : end]
+
+
+def _outside_tag_error(command_id: str, hash_tag: str, own: str | None) -> ConfigurationError:
+    has = f"whose own hash tag is {{{own}}}" if own is not None else "which has no hash tag"
+    msg = (
+        f"hash_tag={hash_tag!r} is not part of command ID {command_id!r} ({has}): a tag from"
+        " outside the ID would become part of the command's identity (the same command"
+        " delivered with another tag, or none, would be stored in other keys and applied"
+        f" again). Put the tag in the command ID, e.g. command_id='{{{hash_tag}}}:"
+        f"{command_id}'; the inbox then reads it there (hash_tag= may be left out)"
+    )
+    return ConfigurationError(msg)
 
 
 def default_tag(consumer: str, command_id: str) -> str:

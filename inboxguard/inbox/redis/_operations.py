@@ -88,7 +88,7 @@ def explain(
     clock: Clock | None = None,
 ) -> RedisExplanation:
     """Explain the Redis inbox's decision for ``command_id`` at ``consumer``
-    (its evidence under ``hash_tag`` when the guard had one)."""
+    (``hash_tag``, when given, must be the command ID's own tag)."""
     now = checked_now(clock or utc_now)
     evidence = inbox.lookup(consumer, command_id, hash_tag=hash_tag)
     records = tuple(inbox.quarantine_records_of(consumer, command_id))

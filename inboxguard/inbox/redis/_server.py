@@ -4,6 +4,7 @@ server itself: whether keys can be evicted, and how durable a committed
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,11 +14,14 @@ from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "RedisDurability",
+    "RedisDurabilityWarning",
     "check_eviction",
     "client_from_url",
     "describe_boundary",
     "error_kind",
     "read_durability",
+    "volatile_problem",
+    "warn_if_volatile",
 ]
 
 _FSYNC_LOSS = {
@@ -51,6 +55,37 @@ class RedisDurability:
     def as_dict(self) -> dict[str, Any]:
         """The fields as plain data (for the guarantee table and ``stats``)."""
         return asdict(self)
+
+
+class RedisDurabilityWarning(UserWarning):
+    """The Redis server keeps the inbox's evidence only in memory (AOF off, no
+    RDB snapshot): a restart loses every claim, and every command whose
+    message is delivered again afterwards is applied again. Issued by
+    :class:`~inboxguard.RedisInbox` at construction and by its
+    ``check_schema()``; ``inboxguard doctor`` reports it too."""
+
+
+def volatile_problem(durability: RedisDurability) -> str | None:
+    """What is wrong when the server keeps nothing on disk, else None (also
+    when the server did not say)."""
+    if durability.appendonly is not False or durability.save:
+        return None
+    return (
+        "the Redis server keeps nothing on disk (appendonly no, no RDB save schedule):"
+        " a restart loses every claim, and a command whose message is delivered again"
+        " afterwards is applied again. Turn on the append-only file (CONFIG SET appendonly"
+        " yes, and appendonly yes in redis.conf) or keep the inbox in a SQL database"
+    )
+
+
+def warn_if_volatile(client: Any, stacklevel: int = 3) -> RedisDurability:
+    """Read the server's durability and warn (:class:`RedisDurabilityWarning`)
+    when it keeps nothing on disk; return what was read."""
+    durability = read_durability(client)
+    problem = volatile_problem(durability)
+    if problem is not None:
+        warnings.warn(problem, RedisDurabilityWarning, stacklevel=stacklevel)
+    return durability
 
 
 def _text(value: Any) -> str | None:

@@ -18,6 +18,11 @@ Features:
 - create ahead: one short transaction per partition; rows the DEFAULT
   partition caught in the new range are moved into it in the same
   transaction, so the attach never fails on them.
+- never a stall: every DDL lock is asked for under a short ``lock_timeout``
+  (:data:`DDL_LOCK_TIMEOUT`), because claims arriving while an ``ACCESS
+  EXCLUSIVE`` request waits (behind a long transaction) queue behind it. The
+  first lock not had in time ends that maintenance step: the partitions left
+  are created, or dropped, by the next call, and claims wait once, briefly.
 - purge: a partition whose whole range is at or before ``now`` is detached
   and dropped in one transaction under a short ``lock_timeout``; the
   detached table is checked first (no row after ``now``, no row an open
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -53,12 +59,15 @@ __all__ = [
     "claim_lock_seed",
 ]
 
+logger = logging.getLogger("inboxguard")
+
 Granularity = Literal["daily", "weekly", "monthly"]
 #: The accepted values of ``Inbox(partitioning=...)``.
 GRANULARITIES: tuple[str, ...] = ("daily", "weekly", "monthly")
 #: How long the purge's and the creation's DDL wait for a lock before giving
-#: up (they retry on the next maintenance call; claims queue behind them at most this long).
-DDL_LOCK_TIMEOUT = dt.timedelta(seconds=2)
+#: up (the next maintenance call tries again): claims that arrive meanwhile
+#: queue behind the waiting request, at most this long, once per call.
+DDL_LOCK_TIMEOUT = dt.timedelta(milliseconds=100)
 _SUFFIX = "_p20260101_key"  # the longest name derived from a partition
 
 
@@ -203,15 +212,22 @@ class PartitionLayout:
 
     def create_ahead(self, conn: Connection, now: dt.datetime, last: dt.datetime) -> list[str]:
         """Create every missing partition from the period of ``now`` to the
-        one starting at ``last``; return the names created."""
+        one starting at ``last``; return the names created. The first
+        partition whose lock is not had in time ends the call (the others
+        would wait for the same lock): the next call creates the rest."""
         existing = set(self.partitions(conn))
         created: list[str] = []
         start = period_start(now, self.granularity)
         while start <= last:
             end = next_period(start, self.granularity)
             name = self.partition_name(start)
-            if name not in existing and self._create_one(conn, name, start, end):
-                created.append(name)
+            if name not in existing:
+                outcome = self._create_one(conn, name, start, end)
+                if outcome is None:
+                    _deferred("creating", name)
+                    break
+                if outcome:
+                    created.append(name)
             start = end
         return created
 
@@ -235,10 +251,11 @@ class PartitionLayout:
 
     def _create_one(
         self, conn: Connection, name: str, start: dt.datetime, end: dt.datetime
-    ) -> bool:
+    ) -> bool | None:
         """One partition in one transaction: rows the DEFAULT partition caught
-        in its range move into it before it is attached. False when a lock
-        could not be had in time (the next maintenance call tries again)."""
+        in its range move into it before it is attached. False when another
+        call created it meanwhile; None when a lock could not be had in time
+        (the next maintenance call tries again)."""
         part, default = self._q(conn, name), self._q(conn, self.default_name)
         bounds = {"lo": start, "hi": end}
         within = "expires_at >= :lo AND expires_at < :hi"
@@ -266,7 +283,7 @@ class PartitionLayout:
                 )
         except DBAPIError as error:
             if is_busy(error):
-                return False
+                return None
             raise
         return True
 
@@ -283,9 +300,12 @@ class PartitionLayout:
             if next_period(start, self.granularity) > naive_now:
                 break
             outcome = self._drop_one(conn, name, naive_now)
-            if outcome is True:
+            if outcome is None:  # the next partition would wait for the same lock
+                _deferred("dropping", name)
+                break
+            if outcome:
                 dropped.append(name)
-            elif outcome is False:
+            else:
                 kept.append(name)
         return DropOutcome(tuple(dropped), tuple(kept))
 
@@ -350,6 +370,17 @@ class PartitionLayout:
         where = translated_schema(conn, self.tables.inbox) if schema else None
         quoted = preparer.quote(name)
         return quoted if where is None else f"{preparer.quote_schema(where)}.{quoted}"
+
+
+def _deferred(doing: str, name: str) -> None:
+    logger.warning(
+        "partition maintenance deferred: %s %s needs a lock another transaction holds"
+        " (not had within %d ms); the next create_partitions() or purge() tries again."
+        " A transaction left open on the inbox (idle in transaction) delays it",
+        doing,
+        name,
+        DDL_LOCK_TIMEOUT // dt.timedelta(milliseconds=1),
+    )
 
 
 def _duplicates_error(part: str) -> ConfigurationError:

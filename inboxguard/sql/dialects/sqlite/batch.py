@@ -6,8 +6,9 @@ Features:
   per 500 keys), so refusals are quarantined before the caller's connection
   takes the write lock; then one ``INSERT ... ON CONFLICT DO NOTHING
   RETURNING command_id`` per 500 absent keys, rows in key order.
-- lock wait: the connection's busy timeout is set to ``lock_timeout`` before
-  inserting, as the single claim does.
+- lock wait: the connection's busy timeout is set to ``lock_timeout`` while
+  inserting and put back to the caller's value after, as the single claim
+  does.
 - results: one ``UPDATE ... CASE`` per 500 results.
 """
 
@@ -17,8 +18,6 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import text
-
 from inboxguard.sql.dialects.base.batch import (
     BatchStatements,
     CaseResultStore,
@@ -26,6 +25,7 @@ from inboxguard.sql.dialects.base.batch import (
     chunks,
 )
 from inboxguard.sql.dialects.base.inbox import Claim, Step, Steps
+from inboxguard.sql.dialects.sqlite.inbox import busy_bound, within_busy_timeout
 from inboxguard.sql.tables import InboxTables
 
 __all__ = ["SqliteBatch"]
@@ -38,9 +38,7 @@ class SqliteBatch(BatchStatements):
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
-        self._busy = None
-        if lock_timeout is not None:
-            self._busy = text(f"PRAGMA busy_timeout = {int(lock_timeout.total_seconds() * 1000)}")
+        self._busy = busy_bound(lock_timeout)
         tail = " ON CONFLICT (consumer, command_id) DO NOTHING RETURNING command_id"
         self._insert = ValuesInsert(tables, head="", verb="INSERT", tail=tail)
         self._results = CaseResultStore(tables)
@@ -49,8 +47,11 @@ class SqliteBatch(BatchStatements):
         self, shared: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     ) -> Steps[dict[str, Claim]]:
         """Insert each chunk; a key not inserted is left for :meth:`read`."""
-        if self._busy is not None:
-            yield self._busy, {}
+        return (yield from within_busy_timeout(self._busy, self._insert_all(shared, rows)))
+
+    def _insert_all(
+        self, shared: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+    ) -> Steps[dict[str, Claim]]:
         found: dict[str, Claim] = {}
         for part in chunks(rows):
             inserted = set((yield self._insert.step(shared, part)).scalars())

@@ -6,11 +6,12 @@ Features:
   NOTHING`` when absent. Reading first keeps the caller's connection free of a
   write lock when the command turns out to be a duplicate or a mismatch, so
   the quarantine record can be written on another connection.
-- lock wait: SQLite locks the whole database. Before inserting, the guard sets
-  the connection's busy timeout to ``lock_timeout`` (``PRAGMA busy_timeout``,
-  in process, no round trip); the setting stays on the pooled connection. A
-  writer that waits longer fails with "database is locked", reported as
-  retryable.
+- lock wait: SQLite locks the whole database. Around the insert, the guard
+  sets the connection's busy timeout to ``lock_timeout`` (``PRAGMA
+  busy_timeout``, in process, no round trip) and then puts the caller's
+  value back, also when the insert fails, so the block and the pooled
+  connection wait as long as the caller configured. A writer that waits
+  longer fails with "database is locked", reported as retryable.
 - one writer at a time: concurrent claims serialize on the database lock.
 - ``FOR UPDATE SKIP LOCKED``: no.
 """
@@ -18,18 +19,52 @@ Features:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Executable, bindparam, text
+from sqlalchemy import Executable, TextClause, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.exc import DBAPIError
 
 from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
-__all__ = ["SqliteDialect"]
+__all__ = ["SqliteDialect", "busy_bound", "within_busy_timeout"]
+
+_T = TypeVar("_T")
+_READ_BUSY = text("PRAGMA busy_timeout")
+
+
+def busy_bound(lock_timeout: dt.timedelta | None) -> TextClause | None:
+    """The statement that bounds the connection's lock wait to ``lock_timeout``."""
+    if lock_timeout is None:
+        return None
+    return text(f"PRAGMA busy_timeout = {int(lock_timeout.total_seconds() * 1000)}")
+
+
+@functools.lru_cache(maxsize=16)
+def _set_busy(millis: int) -> TextClause:
+    return text(f"PRAGMA busy_timeout = {millis}")
+
+
+def within_busy_timeout(bound: TextClause | None, steps: Steps[_T]) -> Steps[_T]:
+    """Run ``steps`` with the connection's busy timeout set by ``bound``, then
+    put the caller's value back, also when a step raised (the error then
+    passes on unchanged)."""
+    if bound is None:
+        return (yield from steps)
+    caller = int((yield _READ_BUSY, {}).scalar_one())
+    yield bound, {}
+    try:
+        value = yield from steps
+    except DBAPIError:
+        yield _set_busy(caller), {}
+        raise
+    yield _set_busy(caller), {}
+    return value
 
 
 class SqliteDialect(Dialect):
@@ -38,10 +73,7 @@ class SqliteDialect(Dialect):
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
         inbox = tables.inbox
-        self._busy_stmt = None
-        if lock_timeout is not None:
-            millis = int(lock_timeout.total_seconds() * 1000)
-            self._busy_stmt = text(f"PRAGMA busy_timeout = {millis}")
+        self._busy_stmt = busy_bound(lock_timeout)
         # SQL text so the compiled form is cached: SQLAlchemy 2.0 does not cache
         # the dialect-specific insert() constructs (sqlalchemy/sqlalchemy#10445).
         self._insert_stmt = table_text(
@@ -62,12 +94,14 @@ class SqliteDialect(Dialect):
         row = (yield self.lookup_stmt, params).first()
         if row is not None:
             return self.existing(row)
-        if self._busy_stmt is not None:
-            yield self._busy_stmt, {}
-        if (yield self._insert_stmt, params).rowcount == 1:  # type: ignore[attr-defined]
+        inserted = yield from within_busy_timeout(self._busy_stmt, self._insert(params))
+        if inserted:
             return Claim(True, params["digest"])
         row = (yield self.lookup_stmt, params).first()
         return None if row is None else self.existing(row)
+
+    def _insert(self, params: Mapping[str, Any]) -> Steps[bool]:
+        return bool((yield self._insert_stmt, params).rowcount == 1)  # type: ignore[attr-defined]
 
     def upsert_quarantine(self) -> Executable:
         """``INSERT ... ON CONFLICT DO UPDATE`` counting occurrences."""
