@@ -27,6 +27,7 @@ from inboxguard._core.handlers import (
     register_handler,
 )
 from inboxguard.adapters.celery._options import task_function
+from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
 
 __all__ = ["GUARANTEE_OPTION", "register_task", "use_window_source"]
 
@@ -136,33 +137,17 @@ def _delivery(task: Any) -> GuaranteeFact:
 
 
 def _early_acks(task: Any) -> list[tuple[str, str]]:
+    """The settlement settings the Celery settlement table refuses (present
+    only when the task accepted the loss with its ``inbox_accept_*`` option)."""
     found = []
-    if not task.acks_late:
-        found.append(
-            (
-                "acks_late",
-                "acks_late=False acks the message before the transaction commits: a crash or"
-                " a rollback loses the command; remove acks_late=False",
+    for setting in CELERY_SETTLEMENT.settings:
+        value = getattr(task, setting.name, None)
+        choice = setting.choice(value, {})
+        if choice is None or choice.verdict == "refuses":
+            why = choice.why if choice is not None else "not known to be safe"
+            found.append(
+                (setting.name, f"{setting.name}={value!r}: {why}; use {setting.safe_values()}")
             )
-        )
-    elif not task.reject_on_worker_lost:
-        found.append(
-            (
-                "reject_on_worker_lost",
-                "reject_on_worker_lost=False acks the message of a worker killed mid-task"
-                " (SIGKILL, out of memory) before anything committed: the command is lost;"
-                " set reject_on_worker_lost=True (task_reject_on_worker_lost)",
-            )
-        )
-    found += [
-        (
-            attr,
-            f"{attr}=True acks a delivery that failed or hit its time limit before anything"
-            f" settled it: the command is lost; remove {attr}",
-        )
-        for attr in _FAILURE_ACKS
-        if getattr(task, attr, None) is True
-    ]
     return found
 
 

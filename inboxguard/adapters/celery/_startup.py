@@ -14,6 +14,7 @@ from celery import signals
 from inboxguard import ConfigurationError, RetentionMisalignedError
 from inboxguard._core import headers as _headers
 from inboxguard._core.retention import format_duration
+from inboxguard.adapters._fork import engines_of, release_in_parent, track
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import AnyInbox
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
@@ -152,6 +153,7 @@ def check_worker(app: Any) -> None:
             check_acks(task)
             if task.inbox is not None:  # check_declared refused a task without one
                 inboxes.setdefault(id(task.inbox), task.inbox)
+                track(engines_of(task.inbox, task.inbox_session_factory))
     for inbox in inboxes.values():
         require_tables(inbox)
     check_alignment(app)
@@ -169,6 +171,10 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         # SystemExit passes through Celery's signal dispatch (which swallows
         # Exception) and makes WorkController.start() stop with this code.
         raise SystemExit(1) from exc
+    finally:
+        # The checks connected in the parent: close those connections before
+        # the prefork pool forks (each child starts on a fresh pool anyway).
+        release_in_parent()
     found = replay_windows(app)
     checked = [
         (name, length, f"task {item.task}: {item.sources[name]}", item.inbox.retention.horizon)
@@ -186,6 +192,15 @@ def install_receivers() -> None:
     signals.celeryd_after_setup.connect(
         _refuse_misaligned_worker, weak=False, dispatch_uid="inboxguard.celery.alignment"
     )
+    signals.worker_before_create_process.connect(
+        _release_before_fork, weak=False, dispatch_uid="inboxguard.celery.fork"
+    )
+
+
+def _release_before_fork(**_: Any) -> None:
+    """``worker_before_create_process`` receiver: a replacement child
+    (``max_tasks_per_child``, a killed child) inherits no pooled connection."""
+    release_in_parent()
 
 
 use_window_source(replay_windows)

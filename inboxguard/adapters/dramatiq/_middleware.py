@@ -29,6 +29,7 @@ from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
 from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.adapters._fork import engines_of, track
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
@@ -180,6 +181,8 @@ class InboxMiddleware(Middleware):
         self.busy_delay = busy_delay
         self.guarded: dict[str, Actor[Any, Any]] = {}
         self.async_actors: set[str] = set()
+        # A worker process forked after this point starts on fresh pools.
+        track(engines_of(inbox, session_factory))
 
     @property
     def actor_options(self) -> set[str]:

@@ -1,0 +1,59 @@
+"""Each adapter page shows its settlement table exactly as the code declares it.
+
+The table sits between ``<!-- settlement:NAME -->`` and
+``<!-- /settlement:NAME -->``; ``python -m tests.docs.test_settlement_tables``
+writes every one from the code.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from inboxguard.adapters._settlement import SettlementTable
+from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+#: (block name, page, table)
+TABLES: list[tuple[str, Path, SettlementTable]] = [
+    ("celery", DOCS / "adapters" / "celery.md", CELERY_SETTLEMENT),
+]
+
+
+def _block(name: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- settlement:{name} -->\n)(.*?)(<!-- /settlement:{name} -->)", re.DOTALL
+    )
+
+
+def rendered(name: str, page: Path) -> str:
+    found = _block(name).search(page.read_text())
+    assert found, f"{page}: no <!-- settlement:{name} --> block"
+    return found.group(2)
+
+
+@pytest.mark.parametrize(("name", "page", "table"), TABLES, ids=[t[0] for t in TABLES])
+def test_the_page_shows_the_declared_settlement_table(
+    name: str, page: Path, table: SettlementTable
+) -> None:
+    assert rendered(name, page) == table.markdown(), (
+        f"{page.name}: the settlement table differs from the code;"
+        " run python -m tests.docs.test_settlement_tables"
+    )
+
+
+def write() -> None:
+    """Write every settlement block from the code."""
+    for name, page, table in TABLES:
+        body = table.markdown()
+        text = page.read_text()
+        page.write_text(_block(name).sub(lambda m, b=body: m.group(1) + b + m.group(3), text))
+
+
+if __name__ == "__main__":
+    write()
+    sys.exit(0)
