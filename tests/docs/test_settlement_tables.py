@@ -15,12 +15,14 @@ import pytest
 
 from inboxguard.adapters._settlement import SettlementTable
 from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
+from inboxguard.adapters.faststream._settlement import FASTSTREAM_SETTLEMENT
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: (block name, page, table)
 TABLES: list[tuple[str, Path, SettlementTable]] = [
     ("celery", DOCS / "adapters" / "celery.md", CELERY_SETTLEMENT),
+    ("faststream", DOCS / "adapters" / "faststream.md", FASTSTREAM_SETTLEMENT),
 ]
 
 

@@ -37,10 +37,12 @@ from inboxguard.adapters.faststream._options import (
     handler_of,
     options_for,
 )
+from inboxguard.adapters.faststream._settlement import check_subscriber
 from inboxguard.adapters.faststream._startup import (
     check_subscribers,
     check_tables,
     replay_windows,
+    subscriber_name,
 )
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import Inbox
@@ -137,6 +139,7 @@ class InboxMiddleware:
         self._sent_checks: dict[str, SentTimeCheck] = {}
         self.checked = False
         self._warned_unchecked = False
+        self._refusals: dict[int, ConfigurationError | None] = {}
 
     # -- FastStream's middleware factory protocol --------------------------------------------
 
@@ -165,8 +168,8 @@ class InboxMiddleware:
             RetentionMisalignedError: a replay window outlives the evidence.
         """
         subscribers = [s for s in getattr(broker, "subscribers", ()) if self._guards(s)]
-        check_subscribers(self.inbox, subscribers, self.default)
         policy = self.policy
+        check_subscribers(self.inbox, subscribers, self.default, policy.max_attempts)
         for window in replay_windows(
             subscribers, max_attempts=policy.max_attempts, retry_delay=self.retry_delay
         ):
@@ -208,6 +211,25 @@ class InboxMiddleware:
         options = options_for(handler_of(call_next, subscriber), self.default)
         delivery = Delivery(self, kind, msg, options, context, subscriber)
         return await delivery.run(call_next)
+
+    def refusal_of(self, subscriber: Any) -> ConfigurationError | None:
+        """Why the settlement table refuses ``subscriber`` (None: it accepts it),
+        judged on its first message, whether or not ``check_startup`` ran:
+        a delivery the subscriber cannot settle safely is quarantined, never
+        run."""
+        if subscriber is None:
+            return None
+        key = id(subscriber)
+        if key not in self._refusals:
+            where = f"InboxMiddleware cannot guard subscriber {subscriber_name(subscriber)!r}"
+            try:
+                check_subscriber(subscriber, where, self.policy.max_attempts)
+            except ConfigurationError as error:
+                logger.critical("%s; its deliveries are quarantined, never run", error)
+                self._refusals[key] = error
+            else:
+                self._refusals[key] = None
+        return self._refusals[key]
 
     async def record(self, error: BaseException, refused: Refused, reason: str | None) -> bool:
         """Whether a quarantine record now holds the delivery."""
