@@ -7,7 +7,7 @@ from typing import Any
 
 from inboxguard._core.extract import command_id_getter
 from inboxguard.adapters._consumers import claim_consumer
-from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, check_pairing, is_inbox
 from inboxguard.adapters.celery._settlement import (
     ACCEPT_ACK_OPTION,
     ACCEPT_EARLY_ACK_OPTION,
@@ -101,6 +101,7 @@ def check_declared(task: Any) -> None:
     if not callable(factory):
         msg = f"task {name!r}: inbox_session_factory must be a callable returning a Session"
         raise ConfigurationError(msg)
+    check_pairing(inbox, factory, f"task {name!r}")
     spec = _static(task, "inbox_command_id")
     if spec is None:
         msg = f"task {name!r} uses InboxTask without inbox_command_id=<argument name or callable>"

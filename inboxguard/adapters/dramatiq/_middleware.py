@@ -32,7 +32,7 @@ from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._fork import engines_of, track
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
-from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, AnyInbox, check_pairing, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import (
     AsyncGuard,
     AsyncSessionFactory,
@@ -159,6 +159,7 @@ class InboxMiddleware(Middleware):
                 f" e.g. sessionmaker(engine); got {session_factory!r}"
             )
             raise ConfigurationError(msg)
+        check_pairing(inbox, session_factory, "InboxMiddleware")
         if async_session_factory is not None and not callable(async_session_factory):
             msg = (
                 "async_session_factory must be a zero-argument callable returning an"

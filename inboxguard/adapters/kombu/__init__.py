@@ -74,7 +74,7 @@ from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import AnyInbox, transaction
+from inboxguard.adapters._stores import AnyInbox, check_pairing, transaction
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -182,6 +182,7 @@ def guarded(  # noqa: PLR0913 - the issue's signature
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    check_pairing(inbox, session_factory, f"kombu consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     exclude = tuple(exclude)
