@@ -15,6 +15,7 @@ import pytest
 
 from inboxguard.adapters._settlement import SettlementTable
 from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
+from inboxguard.adapters.dramatiq._settlement import DRAMATIQ_SETTLEMENT
 from inboxguard.adapters.faststream._settlement import FASTSTREAM_SETTLEMENT
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -22,6 +23,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: (block name, page, table)
 TABLES: list[tuple[str, Path, SettlementTable]] = [
     ("celery", DOCS / "adapters" / "celery.md", CELERY_SETTLEMENT),
+    ("dramatiq", DOCS / "adapters" / "dramatiq.md", DRAMATIQ_SETTLEMENT),
     ("faststream", DOCS / "adapters" / "faststream.md", FASTSTREAM_SETTLEMENT),
 ]
 

@@ -52,6 +52,7 @@ from inboxguard.adapters.dramatiq._guard import (
     SessionFactory,
     current_message,
 )
+from inboxguard.adapters.dramatiq._settlement import check_actors
 from inboxguard.adapters.dramatiq._windows import Window, replay_windows
 from inboxguard.errors import (
     ConfigurationError,
@@ -296,8 +297,10 @@ class InboxMiddleware(Middleware):
         """Check the broker's replay windows against the inbox horizon.
 
         Raises:
-            ConfigurationError: the broker has no Retries middleware, or
-                guarded async actors and no AsyncIO middleware.
+            ConfigurationError: the broker has no Retries middleware, a
+                guarded actor's settlement setting is not known to be safe
+                (see ``DRAMATIQ_SETTLEMENT``), or guarded async actors and no
+                AsyncIO middleware.
             RetentionMisalignedError: a window is longer than the horizon.
         """
         if self.async_actors and not any(isinstance(m, AsyncIO) for m in broker.middleware):
@@ -306,6 +309,7 @@ class InboxMiddleware(Middleware):
                 " event loop thread; add dramatiq.middleware.AsyncIO() to the broker"
             )
             raise ConfigurationError(msg)
+        check_actors(broker, self.guarded.values())
         for window in self.replay_windows(broker):
             self.inbox.require_alignment(window.source, **{window.name: window.length})
 

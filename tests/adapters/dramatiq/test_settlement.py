@@ -1,12 +1,15 @@
-"""Dramatiq settlement under a database outage with ``max_retries=0`` (D17),
+"""Dramatiq settlement: a database outage with ``max_retries=0`` (D17) and the
+settlement table read at worker boot (D18),
 on Dramatiq's StubBroker and a real PostgreSQL behind a TCP proxy that the
 test cuts (every connection refused, the quarantine write included)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import dramatiq
 import pytest
@@ -27,6 +30,7 @@ from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard.adapters.dramatiq import InboxMiddleware
+from inboxguard.errors import ConfigurationError
 from tests.outbox._proxy import TcpProxy
 
 from .test_middleware import Spy
@@ -99,4 +103,39 @@ def test_d17_max_retries_zero_during_an_outage_never_dead_letters_without_a_reco
     assert inbox.quarantined() == []
     effects.drop(engine)
     inbox.drop_schema()
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_age": 60_000}, "max_age=60000: AgeLimit fails an older message"),
+        ({"max_retries": "3"}, "max_retries='3': not a value the Dramatiq adapter knows"),
+    ],
+)
+def test_d18_an_actor_setting_not_known_to_be_safe_refuses_the_worker(
+    sqlite_url: str, prefix: str, options: dict[str, Any], named: str
+) -> None:
+    """``max_age`` (AgeLimit dead-letters an old message before the guard sees
+    it, with no record) and a value the table does not list are refused at
+    worker boot, naming the safe values; the defaults are accepted."""
+    engine = create_engine(sqlite_url)
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=60), table_prefix=prefix)
+    broker = StubBroker()
+    middleware = InboxMiddleware(inbox, session_factory=sessionmaker(engine))
+    broker.add_middleware(middleware)
+
+    @dramatiq.actor(broker=broker, max_retries=3, max_backoff=1000, inbox_command_id="order_id")
+    def plain(order_id: str) -> None:
+        return None
+
+    middleware.check_alignment(broker)  # the defaults pass
+
+    @dramatiq.actor(broker=broker, max_backoff=1000, inbox_command_id="order_id", **options)
+    def risky(order_id: str) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        middleware.check_alignment(broker)
+    broker.close()
     engine.dispose()
