@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from inboxguard.adapters._settlement import SettlementTable
+from inboxguard.adapters.aio_pika._settlement import AIO_PIKA_SETTLEMENT
 from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
 from inboxguard.adapters.dramatiq._settlement import DRAMATIQ_SETTLEMENT
 from inboxguard.adapters.faststream._settlement import FASTSTREAM_SETTLEMENT
+from inboxguard.adapters.kombu._settlement import KOMBU_SETTLEMENT
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -25,6 +27,8 @@ TABLES: list[tuple[str, Path, SettlementTable]] = [
     ("celery", DOCS / "adapters" / "celery.md", CELERY_SETTLEMENT),
     ("dramatiq", DOCS / "adapters" / "dramatiq.md", DRAMATIQ_SETTLEMENT),
     ("faststream", DOCS / "adapters" / "faststream.md", FASTSTREAM_SETTLEMENT),
+    ("kombu", DOCS / "adapters" / "kombu.md", KOMBU_SETTLEMENT),
+    ("aio_pika", DOCS / "adapters" / "asyncio.md", AIO_PIKA_SETTLEMENT),
 ]
 
 

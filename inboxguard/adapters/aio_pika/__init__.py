@@ -68,6 +68,7 @@ from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.aio_pika._route import copy_published, queue_name, routing_key_of
+from inboxguard.adapters.aio_pika._settlement import check_route
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
@@ -141,6 +142,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         queue_to = queue_name(queue)
     except TypeError as error:
         raise ConfigurationError(str(error)) from error
+    check_route(exchange, queue_to, f"aio-pika consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     exclude = tuple(exclude)

@@ -75,6 +75,8 @@ from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import AnyInbox, check_pairing, transaction
+from inboxguard.adapters.kombu._settlement import acked_on_delivery, check_delivery
+from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -203,6 +205,9 @@ def guarded(  # noqa: PLR0913 - the issue's signature
     )
 
     def callback(body: Any, message: Message) -> None:
+        if acked_on_delivery(message):
+            _refuse_auto_acked(inbox, message, body, consumer)
+            return
         attempt = policy.receive(message.headers)
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
@@ -246,6 +251,19 @@ def guarded(  # noqa: PLR0913 - the issue's signature
         _perform(attempt.settle(outcome, error, key, details), message, key, attempt, producer)
 
     return GuardedCallback(callback, undecodable)
+
+
+def _refuse_auto_acked(inbox: AnyInbox, message: Message, body: Any, consumer: str) -> None:
+    """A ``no_ack=True`` delivery: the broker already forgot it, so it is
+    neither run nor settled, only quarantined (logged at CRITICAL)."""
+    key = message_key((message.properties or {}).get("message_id"), message.body)
+    try:
+        check_delivery(message, f"kombu consumer {consumer!r}")
+    except ConfigurationError as refusal:
+        logger.critical("%s", refusal)
+        record_refusal(
+            inbox, refusal, Refused(consumer, None, key, body, (), _details(body, message, 1))
+        )
 
 
 def _reason(outcome: Outcome) -> str | None:

@@ -1,4 +1,5 @@
-"""kombu: an undecodable body is quarantined, never acked away (K12).
+"""kombu settlement: an undecodable body is quarantined, never acked away (K12);
+a ``no_ack`` consumer is refused on the delivery path (K13).
 
 kombu hands a body it cannot decode to the Consumer's ``on_decode_error``
 instead of the callbacks; ``ConsumerMixin``'s default acks it with one ERROR
@@ -18,7 +19,8 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
 
 import inboxguard
-from inboxguard.adapters.kombu import guarded
+from inboxguard.adapters.kombu import COMMAND_ID_HEADER, guarded
+from tests.conftest import AMQP_URL, require_service, unique
 
 
 @pytest.fixture
@@ -68,3 +70,34 @@ def test_k12_an_undecodable_body_is_quarantined_and_rejected(box: inboxguard.Inb
     assert record.command_id == "message:m-1"
     assert record.reason == "DecodeError"
     assert "{not json" in str(record.details)
+
+
+@pytest.mark.rabbitmq
+def test_k13_a_no_ack_consumer_is_quarantined_never_run(box: inboxguard.Inbox) -> None:
+    """A Consumer with ``no_ack=True`` on RabbitMQ: the broker forgot the
+    message on delivery, so nothing could retry or reject it. The callback
+    reads that on the message and quarantines it (``configuration``) without
+    running the handler."""
+    require_service("rabbitmq")
+    ran: list[Any] = []
+
+    def handler(body: Any, message: Message) -> None:
+        ran.append(body)
+
+    callback = guarded(
+        handler, box, session_factory=sessionmaker(box.engine), consumer="auto-acked"
+    )
+    queue = Queue(unique("noack"), auto_delete=True)
+    with Connection(AMQP_URL) as conn:
+        Producer(conn).publish(
+            {"n": 1},
+            routing_key=queue.name,
+            declare=[queue],
+            serializer="json",
+            headers={COMMAND_ID_HEADER: "c-1"},
+        )
+        with Consumer(conn, queues=[queue], callbacks=[callback], no_ack=True, accept=["json"]):
+            conn.drain_events(timeout=5)
+    assert ran == []
+    [record] = box.quarantined("auto-acked")
+    assert record.reason == "configuration"
