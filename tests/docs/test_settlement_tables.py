@@ -54,6 +54,16 @@ def test_the_page_shows_the_declared_settlement_table(
     )
 
 
+def test_every_matrix_cell_names_a_test_of_the_suite() -> None:
+    """``python -m tests.matrix`` runs tests that exist (no collection: the file
+    defines the function), and the docs page has the block it writes."""
+    from tests.matrix import BLOCK, CELLS, PAGE
+
+    for cell in CELLS:
+        assert f"def {cell.function}(" in cell.path.read_text(), cell.test
+    assert BLOCK.search(PAGE.read_text())
+
+
 def write() -> None:
     """Write every settlement block from the code."""
     for name, page, table in TABLES:
