@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import dramatiq
@@ -174,7 +175,7 @@ def test_kombu_and_aio_pika_one_consumer_name_on_two_handlers_is_refused(
         "session_factory": factory,
         "command_id": "id",
         "consumer": "ap",
-        "exchange": object(),
+        "exchange": SimpleNamespace(name=""),  # a default-exchange stand-in
         "shared_consumer": True,
     }
     aio_pika_adapter.guarded(charge, box, **options)
