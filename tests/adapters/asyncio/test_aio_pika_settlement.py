@@ -74,8 +74,9 @@ async def _through_topic(box: inboxguard.Inbox, fails: int, *, pass_queue: bool)
             aio_pika.Message(b'{"n": 1}', headers=headers),
             routing_key="payment.created",
         )
-        deadline = asyncio.get_running_loop().time() + 15
-        while box.lookup("payments", "pay-1") is None:
+        deadline = asyncio.get_running_loop().time() + 30
+        # Looked up off the loop: the guard's aiosqlite commit needs the loop.
+        while await asyncio.to_thread(box.lookup, "payments", "pay-1") is None:
             if asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(0.05)
