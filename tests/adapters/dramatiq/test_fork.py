@@ -58,3 +58,24 @@ def test_d16_a_forked_worker_process_never_uses_the_parents_pooled_connection(
     assert _backend_pid(engine) == parent  # the parent keeps its own connection
     broker.close()
     engine.dispose()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("broker_name", ["redis"], indirect=True)
+def test_d16_two_dramatiq_worker_processes_apply_every_command_once(
+    app_settings: Any, producer: Any, start_worker: Any, engine: Engine
+) -> None:
+    """The reference app (a module-level engine, no fork recipe) under
+    ``dramatiq --processes 2``: each process works on its own connections and
+    every command is applied exactly once."""
+    from integrations.dramatiq.model import applications
+    from integrations.dramatiq.producer import ship_message
+    from tests.adapters.dramatiq.test_e2e import results_of
+
+    worker = start_worker(threads=2, processes=2)
+    worker.wait_ready()
+    orders = [f"fork-{i}" for i in range(40)]
+    messages = [producer.enqueue(ship_message(app_settings.queue, o, qty=3)) for o in orders]
+    results_of(messages)
+    assert applications(engine, app_settings.prefix) == dict.fromkeys(orders, 1)
+    assert "command status" not in worker.text()
