@@ -34,7 +34,6 @@ __all__ = ["GUARANTEE_OPTION", "register_task", "use_window_source"]
 #: Task option declaring what only the user knows (an ``inboxguard.Guarantee``).
 GUARANTEE_OPTION = "inbox_guarantee"
 _KIND = "celery task"
-_FAILURE_ACKS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")
 
 
 def _no_windows(app: Any) -> list[Any]:
@@ -114,13 +113,11 @@ def _facts(declared: Any) -> HandlerFacts:
 
 
 def _delivery(task: Any) -> GuaranteeFact:
+    # Every setting of the settlement table, as the task resolved it.
     settings: dict[str, Setting] = {
-        "acks_late": bool(task.acks_late),
-        "reject_on_worker_lost": bool(task.reject_on_worker_lost),
-        "broker": _scheme(task.app),
+        s.name: _setting(getattr(task, s.name, None)) for s in CELERY_SETTLEMENT.settings
     }
-    for attr in _FAILURE_ACKS:
-        settings[attr] = getattr(task, attr, None)
+    settings["broker"] = _scheme(task.app)
     if not task.acks_late:
         text = (
             "at most once: acked before the transaction commits (acks_late=False), so a"
@@ -134,6 +131,11 @@ def _delivery(task: Any) -> GuaranteeFact:
             else "; a killed worker's message is acked and lost (reject_on_worker_lost=False)"
         )
     return GuaranteeFact(text, settings=settings)
+
+
+def _setting(value: object) -> Setting:
+    """A settlement value as a guarantee-table setting (a bool stays a bool)."""
+    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
 
 
 def _early_acks(task: Any) -> list[tuple[str, str]]:
