@@ -52,7 +52,8 @@ async def main() -> None:
             session_factory=sessions,
             command_id="command_id",  # omit to read the outbox's x-inbox-command-id
             consumer="billing.charge",
-            exchange=channel.default_exchange,  # where retry copies go
+            exchange=channel.default_exchange,  # where retry copies go...
+            queue=queue,  # ...under this queue's name: back to where they came from
             max_attempts=5,
             retry_delay=timedelta(seconds=1),
         )

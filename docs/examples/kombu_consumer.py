@@ -54,6 +54,7 @@ class Worker(ConsumerProducerMixin):
             Consumer(
                 [Queue("charges", durable=True)],
                 callbacks=[self.on_message],
+                on_decode_error=self.on_message.on_decode_error,  # quarantine, never ack
                 accept=["json"],
                 prefetch_count=10,
             )
@@ -78,6 +79,7 @@ class CountingWorker(Worker):
             self.settled += 1
             self.should_stop = self.settled >= 2
 
+        counted.on_decode_error = guarded_callback.on_decode_error
         self.on_message = counted
 
 

@@ -15,10 +15,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeGuard
 
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlalchemy.orm import sessionmaker
+
 from inboxguard import InboxStore, is_inbox_store
 from inboxguard.adapters._transaction import transaction as traced_begin
+from inboxguard.errors import ConfigurationError
 
-__all__ = ["INBOX_KINDS", "is_inbox", "transaction"]
+__all__ = ["INBOX_KINDS", "check_pairing", "is_inbox", "transaction"]
 
 #: What an adapter says it needs when given something else.
 INBOX_KINDS = "an inboxguard.Inbox or inboxguard.RedisInbox"
@@ -27,6 +31,40 @@ INBOX_KINDS = "an inboxguard.Inbox or inboxguard.RedisInbox"
 def is_inbox(inbox: object) -> TypeGuard[InboxStore]:
     """Whether ``inbox`` is an inbox the adapters can guard deliveries with."""
     return is_inbox_store(inbox)
+
+
+def check_pairing(inbox: object, factory: object, where: str) -> None:
+    """Refuse a store and a session factory that cannot share a transaction.
+
+    A Django store (``DjangoInbox``) claims on Django's connection, so its
+    deliveries need ``session_factory=inbox.session``; a SQLAlchemy
+    ``sessionmaker`` there would run the handler on another connection, and
+    every delivery would be quarantined as ``configuration``. The reverse
+    (an SQL inbox with a Django store's ``session``) fails the same way.
+
+    Raises:
+        ConfigurationError: naming the pairing and the factory to use.
+    """
+    django_store = is_inbox_store(inbox) and inbox.capabilities.store == "django"
+    alchemy = isinstance(factory, sessionmaker | async_sessionmaker)
+    django_factory = type(getattr(factory, "__self__", None)).__module__.startswith(
+        "inboxguard.django"
+    )
+    if django_store and alchemy:
+        msg = (
+            f"{where}: a Django store ({type(inbox).__name__}) with a SQLAlchemy"
+            f" {type(factory).__name__}: the claim runs on Django's connection and the"
+            " handler on another, so nothing commits together; pass"
+            " session_factory=inbox.session"
+        )
+        raise ConfigurationError(msg)
+    if not django_store and django_factory:
+        msg = (
+            f"{where}: an SQL inbox ({type(inbox).__name__}) with a Django store's session"
+            " factory: pass a sessionmaker of the inbox's engine, or use the Django store"
+            " with its own session"
+        )
+        raise ConfigurationError(msg)
 
 
 @contextmanager

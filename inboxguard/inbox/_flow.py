@@ -59,7 +59,7 @@ from inboxguard.inbox._decide import (
 )
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.sql.dialects import Claim, Dialect, dialect_for
-from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
+from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, is_retryable, schema_required
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [
@@ -185,6 +185,10 @@ class GuardFlows:
             faults.reach(faults.FaultPoint.HANDLER_RUNS, delivery.command_id)
         end: BlockExit = yield HandOver(found)
         if not end.kept:
+            if end.error is not None and is_retryable(end.error):
+                # A lost connection or a lock timeout inside the block ended
+                # the transaction: the error says why, and a retry is safe.
+                raise end.error
             raise _boundary_error(delivery, self._boundary) from end.error
         if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
             stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))

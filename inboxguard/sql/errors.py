@@ -10,6 +10,10 @@ reached at all (refused, too many connections, shutting down, an exhausted
 connection pool) has done nothing yet: retry later as well. A missing table
 (or tenant schema) is a setup mistake: :func:`schema_required` turns it into a
 :class:`~inboxguard.errors.ConfigurationError` that says how to create it.
+
+Django's database errors (``django.db.utils``) are read the same way: each
+wraps its driver error (its ``__cause__``), which is classified as the
+SQLAlchemy error of that driver error would be. Django is never imported.
 """
 
 from __future__ import annotations
@@ -58,9 +62,27 @@ _PG_UNREACHABLE = frozenset({"53300", "57P01", "57P02", "57P03"})
 _MYSQL_UNREACHABLE = frozenset({1040, 1203, 1053, 2002, 2003, 2006, 2013})
 
 
+#: Django's error classes (``django.db.utils``) read as SQLAlchemy's OperationalError.
+_DJANGO_OPERATIONAL = frozenset({"OperationalError", "InterfaceError"})
+
+
+def _as_dbapi(error: BaseException) -> BaseException:
+    """A Django database error as SQLAlchemy's error of its driver error, so
+    one set of rules classifies both; any other error unchanged."""
+    if type(error).__module__ != "django.db.utils" or isinstance(error, DBAPIError):
+        return error
+    orig = error.__cause__
+    if not isinstance(orig, Exception):
+        return error
+    if type(error).__name__ in _DJANGO_OPERATIONAL:
+        return OperationalError(None, None, orig)
+    return DBAPIError(None, None, orig)
+
+
 def is_busy(error: BaseException) -> bool:
     """True when ``error`` is a lock timeout, deadlock, serialization failure or
     statement timeout."""
+    error = _as_dbapi(error)
     if not isinstance(error, DBAPIError):
         return False
     orig = error.orig
@@ -85,6 +107,7 @@ def is_unreachable(error: BaseException) -> bool:
     """
     if isinstance(error, PoolTimeoutError):
         return True
+    error = _as_dbapi(error)
     if not isinstance(error, DBAPIError):
         return False
     orig = error.orig
@@ -106,10 +129,12 @@ def is_retryable(error: BaseException) -> bool:
     ``EffectOutcomeUnknownError``), lock timeouts, deadlocks, serialization
     failures, statement timeouts, lost connections (the commit's outcome is then unknown, and
     the inbox turns a redelivery of a committed command into a duplicate)
-    and an unreachable database (:func:`is_unreachable`).
+    and an unreachable database (:func:`is_unreachable`), whether raised
+    through SQLAlchemy or through Django's ORM.
     """
     if getattr(error, "retryable", False) is True:
         return True
+    error = _as_dbapi(error)
     if isinstance(error, DBAPIError) and (is_busy(error) or error.connection_invalidated):
         return True
     return is_unreachable(error)
@@ -117,6 +142,7 @@ def is_retryable(error: BaseException) -> bool:
 
 def is_missing_table(error: BaseException) -> bool:
     """True when ``error`` says a table (or the schema holding it) does not exist."""
+    error = _as_dbapi(error)
     if not isinstance(error, DBAPIError):
         return False
     orig = error.orig

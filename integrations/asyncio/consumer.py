@@ -78,6 +78,7 @@ def subscribe(
         command_id="command_id",
         consumer="payments",
         exchange=exchange,
+        queue=config.queue,
         max_attempts=config.max_attempts,
         retry_delay=config.retry_delay,
         guarantee=GUARANTEE,

@@ -50,6 +50,8 @@ class Worker(ConsumerProducerMixin):
             consumer_cls(
                 queues=[queue],
                 callbacks=[self.on_delivery],
+                # An undecodable body is quarantined, not acked by ConsumerMixin.
+                on_decode_error=self.callback.on_decode_error,
                 accept=["json"],
                 prefetch_count=10,
             )

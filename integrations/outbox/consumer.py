@@ -49,7 +49,11 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
     def get_consumers(self, consumer_cls: Any, channel: Any) -> list[Any]:
         return [
             consumer_cls(
-                queues=[self.queue], callbacks=[self.on_message], accept=["json"], prefetch_count=50
+                queues=[self.queue],
+                callbacks=[self.on_message],
+                on_decode_error=self.on_message.on_decode_error,
+                accept=["json"],
+                prefetch_count=50,
             )
         ]
 

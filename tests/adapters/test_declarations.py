@@ -5,7 +5,9 @@ name on two different handlers (Celery, Dramatiq, kombu, aio-pika)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import dramatiq
@@ -69,21 +71,21 @@ def test_a_misdeclared_base_inbox_task_fails_when_declared(
         _declare(_app(), box, name=unique("t"), **options)
 
 
-def test_acks_on_failure_or_timeout_is_refused_at_worker_start_unless_accepted(
+def test_acks_on_failure_or_timeout_is_refused_unless_accepted(
     box: inboxguard.Inbox,
 ) -> None:
     """Guarded tasks default to not acking failures or timeouts; turning it back
-    on fails the worker's start-up check unless the loss is accepted. (The check
-    is called per task here: ``check_worker`` on a test app would also see the
-    shared tasks other tests declared; C11 runs it in a real worker.)"""
+    on fails the declaration (and the worker's start-up check) unless the loss
+    is accepted. (The check is called per task here: ``check_worker`` on a test
+    app would also see the shared tasks other tests declared; C11 runs it in a
+    real worker.)"""
     plain = _declare(_app(), box, name=unique("t"), inbox_command_id="ref")
     assert (plain.acks_on_failure_or_timeout, plain.acks_on_timeout) == (False, False)
     check_acks(plain)
-    acking = _declare(
-        _app(), box, name=unique("t"), inbox_command_id="ref", acks_on_failure_or_timeout=True
-    )
     with pytest.raises(ConfigurationError, match="inbox_accept_ack_on_failure=True"):
-        check_acks(acking)
+        _declare(
+            _app(), box, name=unique("t"), inbox_command_id="ref", acks_on_failure_or_timeout=True
+        )
     accepted = _declare(
         _app(),
         box,
@@ -173,10 +175,30 @@ def test_kombu_and_aio_pika_one_consumer_name_on_two_handlers_is_refused(
         "session_factory": factory,
         "command_id": "id",
         "consumer": "ap",
-        "exchange": object(),
+        "exchange": SimpleNamespace(name=""),  # a default-exchange stand-in
         "shared_consumer": True,
     }
     aio_pika_adapter.guarded(charge, box, **options)
     aio_pika_adapter.guarded(refund, box, **options)
     with pytest.raises(ConfigurationError, match="already used"):
         aio_pika_adapter.guarded(ship, box, **{**options, "shared_consumer": False})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"retry_on_worker_lost": True}, "retry_on_worker_lost=True"),
+        ({"reject_on_worker_lost": False}, "inbox_accept_ack_on_worker_lost=True"),
+        ({"acks_late": False}, "inbox_accept_early_ack=True"),
+        ({"acks_late": "yes"}, "acks_late='yes': not a value the Celery adapter knows"),
+        ({"reject_on_worker_lost": None}, "use True"),
+    ],
+)
+def test_c19_c20_a_settlement_setting_not_known_to_be_safe_fails_when_declared(
+    box: inboxguard.Inbox, options: dict[str, Any], named: str
+) -> None:
+    """Every setting of the Celery settlement table is read at declaration: a
+    value the table refuses, or one it does not know, raises naming the safe
+    values (and the opt-in, where there is one)."""
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        _declare(_app(), box, name=unique("t"), inbox_command_id="ref", **options)

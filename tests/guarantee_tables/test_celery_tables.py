@@ -107,8 +107,11 @@ def test_a_replay_window_longer_than_the_evidence(table_inbox: inboxguard.Inbox)
 @pytest.mark.parametrize(
     ("options", "setting"),
     [
-        ({"acks_late": False}, "acks_late"),
-        ({"reject_on_worker_lost": False}, "reject_on_worker_lost"),
+        ({"acks_late": False, "inbox_accept_early_ack": True}, "acks_late"),
+        (
+            {"reject_on_worker_lost": False, "inbox_accept_ack_on_worker_lost": True},
+            "reject_on_worker_lost",
+        ),
         (
             {"acks_on_failure_or_timeout": True, "inbox_accept_ack_on_failure": True},
             "acks_on_failure_or_timeout",

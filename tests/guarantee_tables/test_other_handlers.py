@@ -5,6 +5,7 @@ seen is unknown, and the lost-ack example holds on a real database."""
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 from typing import Any
 
 import dramatiq
@@ -91,7 +92,9 @@ def test_aio_pika_consumer_is_listed(table_inbox: inboxguard.Inbox) -> None:
         table_inbox,
         session_factory=sessionmaker(),  # type: ignore[arg-type]
         consumer="payments-async",
-        exchange=None,  # type: ignore[arg-type]
+        # A stand-in for channel.default_exchange: the route is read, never used.
+        exchange=SimpleNamespace(name=""),  # type: ignore[arg-type]
+        queue="payments",
         command_id="command_id",
     )
     (table,) = inboxguard.guarantees_of([table_inbox])

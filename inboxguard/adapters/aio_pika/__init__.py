@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aio_pika import Message
-from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
+from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractQueue
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from inboxguard import Inbox, QuarantineReason
@@ -67,6 +67,9 @@ from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._transaction import transaction_async
+from inboxguard.adapters.aio_pika._route import copy_published, queue_name, routing_key_of
+from inboxguard.adapters.aio_pika._settlement import check_route
+from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -99,6 +102,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     command_id: IdSpec = None,
     consumer: str,
     exchange: AbstractExchange,
+    queue: str | AbstractQueue | None = None,
     exclude: Iterable[str] = (),
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
@@ -114,8 +118,14 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     :func:`inboxguard.current_session`. ``command_id`` is None (default: the
     outbox's ``x-inbox-command-id`` header), a key of the body, a callable over
     it, or :func:`from_message` (over the whole :class:`Delivery`); an explicit
-    one wins over the header. Retried copies are published to ``exchange`` (for
-    example ``channel.default_exchange``) with the delivery's routing key.
+    one wins over the header. Retried copies go back to the consumed queue:
+    with ``exchange=channel.default_exchange`` give ``queue`` (its name or the
+    aio-pika queue) and a copy is published under the queue's name (without
+    it, only a delivery that came through the default exchange can be
+    copied; any other is handed back to the broker as it is, logged at
+    ERROR); a named ``exchange`` gets the copy under the delivery's routing
+    key. Copies are published ``mandatory``: one the broker returns
+    unroutable is no retry, and the original is handed back, never acked.
     ``shared_consumer=True`` lets two handlers (both setting it) use one
     consumer name on purpose. ``require_sent_at=True`` refuses a message
     with no sent time (quarantined as ``missing_sent_at``, rejected);
@@ -128,6 +138,11 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    try:
+        queue_to = queue_name(queue)
+    except TypeError as error:
+        raise ConfigurationError(str(error)) from error
+    check_route(exchange, queue_to, f"aio-pika consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     exclude = tuple(exclude)
@@ -164,7 +179,8 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
             sent_at = sent_time(sent_at)
         except Exception as bad:
             outcome = attempt.unusable().recorded(await run.record(bad, refused, None))
-            await _perform(attempt.settle(outcome, bad, key, raw), message, attempt, exchange)
+            step = attempt.settle(outcome, bad, key, raw)
+            await _perform(step, message, attempt, exchange, queue_to)
             return
         try:
             await run(body, message, cid, sent_at, details)
@@ -177,7 +193,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         else:
             faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
             step = Step.ACK
-        await _perform(step, message, attempt, exchange)
+        await _perform(step, message, attempt, exchange, queue_to)
 
     return callback
 
@@ -255,22 +271,50 @@ def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[
 
 
 async def _perform(
-    step: Step, message: AbstractIncomingMessage, attempt: Attempt, exchange: AbstractExchange
+    step: Step,
+    message: AbstractIncomingMessage,
+    attempt: Attempt,
+    exchange: AbstractExchange,
+    queue: str | None,
 ) -> None:
-    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
+    """Do what ``step`` says with the message (retry: publish the copy, then
+    ack; a copy with nowhere known to go, or returned, hands the original back)."""
     if step is Step.ACK:
         await _quietly(message.ack(), "ack after the commit")
     elif step in (Step.RETRY, Step.REQUEUE):
         headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
-        await _republish(exchange, message, headers)
-        await _quietly(message.ack(), "ack after publishing its copy")
+        key = routing_key_of(exchange, queue, message)
+        if key is None:
+            logger.error(
+                "message %s came through exchange %r: a copy on the default exchange under"
+                " its routing key %r reaches no queue; it goes back to the broker as it is."
+                " Pass guarded(..., queue=<the consumed queue>) so retries go back to it",
+                message.message_id,
+                message.exchange,
+                message.routing_key,
+            )
+            await _quietly(message.nack(requeue=True), "hand back")
+        elif await _republish(exchange, key, message, headers):
+            await _quietly(message.ack(), "ack after publishing its copy")
+        else:
+            logger.error(
+                "the retry copy of message %s was returned unroutable by exchange %r under"
+                " %r; the original goes back to the broker instead",
+                message.message_id,
+                exchange.name,
+                key,
+            )
+            await _quietly(message.nack(requeue=True), "hand back")
     else:
         await _quietly(message.reject(requeue=False), "reject")
 
 
 async def _republish(
-    exchange: AbstractExchange, message: AbstractIncomingMessage, headers: dict[str, Any]
-) -> None:
+    exchange: AbstractExchange,
+    key: str,
+    message: AbstractIncomingMessage,
+    headers: dict[str, Any],
+) -> bool:
     copy = Message(
         message.body,
         headers=headers,
@@ -285,7 +329,7 @@ async def _republish(
         app_id=message.app_id,
         priority=message.priority,
     )
-    await exchange.publish(copy, routing_key=message.routing_key or "")
+    return copy_published(await exchange.publish(copy, routing_key=key, mandatory=True))
 
 
 async def _quietly(action: Awaitable[None], what: str) -> None:

@@ -27,13 +27,13 @@ from inboxguard._core.handlers import (
 )
 from inboxguard._core.retention import Window
 from inboxguard.adapters.celery._options import task_function
+from inboxguard.adapters.celery._settlement import CELERY_SETTLEMENT
 
 __all__ = ["GUARANTEE_OPTION", "register_task", "use_window_source"]
 
 #: Task option declaring what only the user knows (an ``inboxguard.Guarantee``).
 GUARANTEE_OPTION = "inbox_guarantee"
 _KIND = "celery task"
-_FAILURE_ACKS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")
 
 
 def _no_windows(app: Any) -> list[Any]:
@@ -113,13 +113,11 @@ def _facts(declared: Any) -> HandlerFacts:
 
 
 def _delivery(task: Any) -> GuaranteeFact:
+    # Every setting of the settlement table, as the task resolved it.
     settings: dict[str, Setting] = {
-        "acks_late": bool(task.acks_late),
-        "reject_on_worker_lost": bool(task.reject_on_worker_lost),
-        "broker": _scheme(task.app),
+        s.name: _setting(getattr(task, s.name, None)) for s in CELERY_SETTLEMENT.settings
     }
-    for attr in _FAILURE_ACKS:
-        settings[attr] = getattr(task, attr, None)
+    settings["broker"] = _scheme(task.app)
     if not task.acks_late:
         text = (
             "at most once: acked before the transaction commits (acks_late=False), so a"
@@ -135,34 +133,23 @@ def _delivery(task: Any) -> GuaranteeFact:
     return GuaranteeFact(text, settings=settings)
 
 
+def _setting(value: object) -> Setting:
+    """A settlement value as a guarantee-table setting (a bool stays a bool)."""
+    return value if isinstance(value, str | int | float | bool) or value is None else repr(value)
+
+
 def _early_acks(task: Any) -> list[tuple[str, str]]:
+    """The settlement settings the Celery settlement table refuses (present
+    only when the task accepted the loss with its ``inbox_accept_*`` option)."""
     found = []
-    if not task.acks_late:
-        found.append(
-            (
-                "acks_late",
-                "acks_late=False acks the message before the transaction commits: a crash or"
-                " a rollback loses the command; remove acks_late=False",
+    for setting in CELERY_SETTLEMENT.settings:
+        value = getattr(task, setting.name, None)
+        choice = setting.choice(value, {})
+        if choice is None or choice.verdict == "refuses":
+            why = choice.why if choice is not None else "not known to be safe"
+            found.append(
+                (setting.name, f"{setting.name}={value!r}: {why}; use {setting.safe_values()}")
             )
-        )
-    elif not task.reject_on_worker_lost:
-        found.append(
-            (
-                "reject_on_worker_lost",
-                "reject_on_worker_lost=False acks the message of a worker killed mid-task"
-                " (SIGKILL, out of memory) before anything committed: the command is lost;"
-                " set reject_on_worker_lost=True (task_reject_on_worker_lost)",
-            )
-        )
-    found += [
-        (
-            attr,
-            f"{attr}=True acks a delivery that failed or hit its time limit before anything"
-            f" settled it: the command is lost; remove {attr}",
-        )
-        for attr in _FAILURE_ACKS
-        if getattr(task, attr, None) is True
-    ]
     return found
 
 

@@ -7,11 +7,19 @@ from typing import Any
 
 from inboxguard._core.extract import command_id_getter
 from inboxguard.adapters._consumers import claim_consumer
-from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, check_pairing, is_inbox
+from inboxguard.adapters.celery._settlement import (
+    ACCEPT_ACK_OPTION,
+    ACCEPT_EARLY_ACK_OPTION,
+    ACCEPT_LOST_ACK_OPTION,
+    check_settlement,
+)
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "ACCEPT_ACK_OPTION",
+    "ACCEPT_EARLY_ACK_OPTION",
+    "ACCEPT_LOST_ACK_OPTION",
     "INBOX_OPTIONS",
     "SHARED_CONSUMER_OPTION",
     "check_acks",
@@ -19,8 +27,6 @@ __all__ = [
     "task_function",
 ]
 
-#: Task option accepting that Celery acks a failed or timed-out delivery.
-ACCEPT_ACK_OPTION = "inbox_accept_ack_on_failure"
 #: Task option saying two tasks share one consumer name on purpose.
 SHARED_CONSUMER_OPTION = "inbox_shared_consumer"
 #: Task option refusing a message with no sent time (quarantined, dead-lettered).
@@ -35,12 +41,13 @@ INBOX_OPTIONS = frozenset(
         "inbox_replay_windows",
         "inbox_retry_base",
         ACCEPT_ACK_OPTION,
+        ACCEPT_EARLY_ACK_OPTION,
+        ACCEPT_LOST_ACK_OPTION,
         SHARED_CONSUMER_OPTION,
         REQUIRE_SENT_AT_OPTION,
         "inbox_guarantee",
     }
 )
-_ACK_SETTINGS = ("acks_on_failure_or_timeout", "acks_on_failure", "acks_on_timeout")
 
 
 def task_function(task: Any) -> tuple[Any, int]:
@@ -73,7 +80,8 @@ def check_declared(task: Any) -> None:
         ConfigurationError: an ``inbox_*`` option is misspelled, ``inbox`` is
             not an Inbox, ``inbox_session_factory`` is not callable,
             ``inbox_command_id`` is missing or names no argument, or the
-            consumer name is another task's.
+            consumer name is another task's, or a settlement setting is not
+            known to be safe (see ``check_acks``).
     """
     name = getattr(task, "name", None) or getattr(task, "__name__", "?")
     klass = task if isinstance(task, type) else type(task)
@@ -93,6 +101,7 @@ def check_declared(task: Any) -> None:
     if not callable(factory):
         msg = f"task {name!r}: inbox_session_factory must be a callable returning a Session"
         raise ConfigurationError(msg)
+    check_pairing(inbox, factory, f"task {name!r}")
     spec = _static(task, "inbox_command_id")
     if spec is None:
         msg = f"task {name!r} uses InboxTask without inbox_command_id=<argument name or callable>"
@@ -103,30 +112,26 @@ def check_declared(task: Any) -> None:
     consumer = getattr(task, "inbox_consumer", None) or str(name)
     shared = bool(getattr(task, SHARED_CONSUMER_OPTION, False))
     claim_consumer(inbox, consumer, str(name), shared=shared, option=SHARED_CONSUMER_OPTION)
+    check_acks(task)
 
 
 def check_acks(task: Any) -> None:
-    """Refuse a guarded task on which Celery acks a failed or timed-out delivery.
+    """Refuse a guarded task whose settlement settings could lose a command.
 
-    ``acks_on_failure_or_timeout`` (and Celery's newer ``acks_on_failure``,
-    ``acks_on_timeout``) true makes Celery ack a delivery whose task hit its
-    time limit or failed, before anything settled it: the command is lost.
+    Reads the Celery settlement table (``CELERY_SETTLEMENT``): ``acks_late``
+    and ``reject_on_worker_lost`` must be True, ``retry_on_worker_lost`` and
+    the failure acks (``acks_on_failure_or_timeout``, ``acks_on_failure``,
+    ``acks_on_timeout``) False; any other value is refused naming the safe
+    ones.
 
     Raises:
-        ConfigurationError: one of them is true and the task does not set
-            ``inbox_accept_ack_on_failure=True``.
+        ConfigurationError: an unsafe value, unless the task accepts the loss
+            explicitly: ``inbox_accept_early_ack=True`` (``acks_late=False``),
+            ``inbox_accept_ack_on_worker_lost=True``
+            (``reject_on_worker_lost=False``), ``inbox_accept_ack_on_failure=True``
+            (the failure acks).
     """
-    if getattr(task, ACCEPT_ACK_OPTION, False):
-        return
-    on = [attr for attr in _ACK_SETTINGS if getattr(task, attr, None) is True]
-    if on:
-        msg = (
-            f"task {task.name!r} sets {', '.join(on)}=True: Celery then acks a delivery"
-            " that hit its time limit or failed, and the command is lost; remove the"
-            f" setting (guarded tasks default to False), or set {ACCEPT_ACK_OPTION}=True"
-            " on the task to accept that loss"
-        )
-        raise ConfigurationError(msg)
+    check_settlement(task)
 
 
 def _static(task: Any, name: str) -> Any:

@@ -14,6 +14,7 @@ from celery import signals
 from inboxguard import ConfigurationError, InboxStore, RetentionMisalignedError
 from inboxguard._core import headers as _headers
 from inboxguard._core.retention import Window, format_duration
+from inboxguard.adapters._fork import engines_of, release_in_parent, track
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
 from inboxguard.adapters.celery._options import check_acks, check_declared
@@ -156,6 +157,7 @@ def check_worker(app: Any) -> None:
             check_acks(task)
             if task.inbox is not None:  # check_declared refused a task without one
                 inboxes.setdefault(id(task.inbox), task.inbox)
+                track(engines_of(task.inbox, task.inbox_session_factory))
     for inbox in inboxes.values():
         require_tables(inbox)
     check_alignment(app)
@@ -173,6 +175,10 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         # SystemExit passes through Celery's signal dispatch (which swallows
         # Exception) and makes WorkController.start() stop with this code.
         raise SystemExit(1) from exc
+    finally:
+        # The checks connected in the parent: close those connections before
+        # the prefork pool forks (each child starts on a fresh pool anyway).
+        release_in_parent()
     found = replay_windows(app)
     checked = [
         (name, length, _named(item, item.sources[name]), item.inbox.retention.horizon)
@@ -197,6 +203,15 @@ def install_receivers() -> None:
     signals.celeryd_after_setup.connect(
         _refuse_misaligned_worker, weak=False, dispatch_uid="inboxguard.celery.alignment"
     )
+    signals.worker_before_create_process.connect(
+        _release_before_fork, weak=False, dispatch_uid="inboxguard.celery.fork"
+    )
+
+
+def _release_before_fork(**_: Any) -> None:
+    """``worker_before_create_process`` receiver: a replacement child
+    (``max_tasks_per_child``, a killed child) inherits no pooled connection."""
+    release_in_parent()
 
 
 use_window_source(replay_windows)

@@ -31,6 +31,7 @@ from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
 from inboxguard.adapters.celery._message import delivery_details, judged_from_request
 from inboxguard.adapters.celery._options import (
+    ACCEPT_EARLY_ACK_OPTION,
     REQUIRE_SENT_AT_OPTION,
     check_declared,
     task_function,
@@ -68,7 +69,11 @@ class InboxTask(Task):  # type: ignore[misc]
 
     Every guarded task is checked when it is declared and again at worker
     start: misspelled ``inbox_*`` options, a command ID naming no argument and
-    a consumer name taken by another task raise ``ConfigurationError``.
+    a consumer name taken by another task raise ``ConfigurationError``, and
+    so does a settlement setting the Celery settlement table does not know
+    to be safe (``acks_late=False``, ``reject_on_worker_lost=False``,
+    ``retry_on_worker_lost=True``, a failure ack) unless its ``inbox_accept_*``
+    option accepts the loss.
 
     Configure it with task options (``@app.task(base=InboxTask, inbox=...,
     inbox_session_factory=..., inbox_command_id=...)``) or use
@@ -81,6 +86,9 @@ class InboxTask(Task):  # type: ignore[misc]
     #: A killed child's message goes back to the queue: the inbox makes the
     #: redelivery a duplicate when the first attempt committed.
     reject_on_worker_lost = True
+    #: A killed child's message is requeued, never re-sent as a retry: once
+    #: ``max_retries`` is spent Celery would reject it past the adapter.
+    retry_on_worker_lost = False
     #: A failed or timed-out delivery is never acked: a hard time limit
     #: requeues it, a failure dead-letters it (task-level, so the rest of the
     #: application keeps its own setting). Celery 5.5+ reads the two split
@@ -108,6 +116,10 @@ class InboxTask(Task):  # type: ignore[misc]
     #: Accept that Celery acks failed or timed-out deliveries (loses them):
     #: without it the worker refuses a task that turns those acks back on.
     inbox_accept_ack_on_failure: bool = False
+    #: Accept ``acks_late=False`` (the message is acked before the commit).
+    inbox_accept_early_ack: bool = False
+    #: Accept ``reject_on_worker_lost=False`` (a killed child's message is acked).
+    inbox_accept_ack_on_worker_lost: bool = False
     #: This task shares its consumer name with another task on purpose (both set it).
     inbox_shared_consumer: bool = False
     #: Refuse (quarantine as ``missing_sent_at``, dead-letter) a message with
@@ -129,12 +141,12 @@ class InboxTask(Task):  # type: ignore[misc]
 
     @classmethod
     def on_bound(cls, app: Any) -> None:
-        """Warn loudly when a setting that the guarantee depends on is off."""
+        """Warn loudly when a loss the guarantee depends on was accepted."""
         if cls.acks_late is False and cls.inbox is not None:
             msg = (
-                f"task {cls.name!r} uses the inbox with acks_late=False: the message is"
-                " acked before the transaction commits, so a crash or rollback loses it"
-                " and Reject cannot dead-letter it; remove acks_late=False"
+                f"task {cls.name!r} uses the inbox with acks_late=False"
+                f" ({ACCEPT_EARLY_ACK_OPTION}=True): the message is acked before the"
+                " transaction commits, so a crash or rollback loses it"
             )
             logger.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)

@@ -234,7 +234,7 @@ class GuardCore:
         if outcome.requeued:
             log_requeued(logger, error, f"actor {self.actor_name}")
             if message is not None:
-                _one_more_attempt(message)
+                _one_more_attempt(message, self._max_retries(message))
             return retry
         if outcome.refused:
             if message is not None:
@@ -270,10 +270,21 @@ class GuardCore:
         retry_when = actor_options.get("retry_when", retries.retry_when)
         if retry_when is not None:
             return not retry_when(done, retry)
-        max_retries = message.options.get(
+        max_retries = self._max_retries(message)
+        return max_retries is not None and done >= max_retries
+
+    def _max_retries(self, message: MessageProxy) -> int | None:
+        """The ``max_retries`` Retries applies to ``message`` (its own option,
+        else the actor's, else the middleware's), None when unknown or unlimited."""
+        try:
+            retries = retries_of(self.broker)
+            actor_options = self.broker.get_actor(message.actor_name).options
+        except Exception:
+            return None
+        value = message.options.get(
             "max_retries", actor_options.get("max_retries", retries.max_retries)
         )
-        return max_retries is not None and done >= max_retries
+        return value if isinstance(value, int) else None
 
     def _delay(self) -> int:
         return int(self.busy_delay_ms * random.uniform(1.0, 1.5))  # noqa: S311 - jitter
@@ -337,11 +348,20 @@ class GuardedFn(GuardCore):
         return result
 
 
-def _one_more_attempt(message: MessageProxy) -> None:
-    """Let Retries requeue this message even on its last attempt: it counts
-    the attempts in ``options["retries"]``, so this one is not counted."""
+def _one_more_attempt(message: MessageProxy, max_retries: int | None) -> None:
+    """Let Retries requeue this message even on its last attempt.
+
+    Retries counts the attempts in ``options["retries"]``, so this one is
+    not counted. On a first attempt there is nothing to take back: with
+    ``max_retries=0`` the message's own ``max_retries`` is raised to 1
+    instead (Retries reads the message's option before the actor's), or
+    Retries would fail the message without a quarantine record.
+    """
     done = int(message.options.get("retries", 0))
-    message.options["retries"] = max(0, done - 1)
+    if done > 0:
+        message.options["retries"] = done - 1
+    elif max_retries is not None and max_retries < 1:
+        message.options["max_retries"] = 1
 
 
 def _judged_from(message: MessageProxy | None) -> dt.datetime | None:

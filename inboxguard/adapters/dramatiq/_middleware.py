@@ -31,9 +31,10 @@ from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
 from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
+from inboxguard.adapters._fork import engines_of, track
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
-from inboxguard.adapters._stores import INBOX_KINDS, is_inbox
+from inboxguard.adapters._stores import INBOX_KINDS, check_pairing, is_inbox
 from inboxguard.adapters.dramatiq._async_guard import (
     AsyncGuard,
     AsyncSessionFactory,
@@ -53,6 +54,7 @@ from inboxguard.adapters.dramatiq._guard import (
     SessionFactory,
     current_message,
 )
+from inboxguard.adapters.dramatiq._settlement import check_actors
 from inboxguard.adapters.dramatiq._windows import replay_windows
 from inboxguard.errors import (
     ConfigurationError,
@@ -159,6 +161,7 @@ class InboxMiddleware(Middleware):
                 f" e.g. sessionmaker(engine); got {session_factory!r}"
             )
             raise ConfigurationError(msg)
+        check_pairing(inbox, session_factory, "InboxMiddleware")
         if async_session_factory is not None and not callable(async_session_factory):
             msg = (
                 "async_session_factory must be a zero-argument callable returning an"
@@ -182,6 +185,8 @@ class InboxMiddleware(Middleware):
         self.busy_delay = busy_delay
         self.guarded: dict[str, Actor[Any, Any]] = {}
         self.async_actors: set[str] = set()
+        # A worker process forked after this point starts on fresh pools.
+        track(engines_of(inbox, session_factory))
 
     @property
     def actor_options(self) -> set[str]:
@@ -294,8 +299,10 @@ class InboxMiddleware(Middleware):
         """Check the broker's replay windows against the inbox horizon.
 
         Raises:
-            ConfigurationError: the broker has no Retries middleware, or
-                guarded async actors and no AsyncIO middleware.
+            ConfigurationError: the broker has no Retries middleware, a
+                guarded actor's settlement setting is not known to be safe
+                (see ``DRAMATIQ_SETTLEMENT``), or guarded async actors and no
+                AsyncIO middleware.
             RetentionMisalignedError: a window is longer than the horizon.
         """
         if self.async_actors and not any(isinstance(m, AsyncIO) for m in broker.middleware):
@@ -304,6 +311,7 @@ class InboxMiddleware(Middleware):
                 " event loop thread; add dramatiq.middleware.AsyncIO() to the broker"
             )
             raise ConfigurationError(msg)
+        check_actors(broker, self.guarded.values())
         for window in self.replay_windows(broker):
             self.inbox.require_alignment(window.source, **{window.name: window.bound})
 

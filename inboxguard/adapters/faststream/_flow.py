@@ -70,6 +70,9 @@ class Delivery:
         raw = {"body": _text(msg.body), "headers": self.headers}
         refused = Refused(consumer, None, key, raw, (), raw)
         try:
+            refusal = guard.refusal_of(self.subscriber)
+            if refusal is not None:
+                raise refusal
             self.body = body = await msg.decode()
             details = self.details(body)
             cid = command_id_of(

@@ -39,10 +39,12 @@ from inboxguard.adapters.faststream._options import (
     handler_of,
     options_for,
 )
+from inboxguard.adapters.faststream._settlement import check_subscriber
 from inboxguard.adapters.faststream._startup import (
     check_subscribers,
     check_tables,
     replay_windows,
+    subscriber_name,
 )
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import InboxStore, is_inbox_store
@@ -159,6 +161,7 @@ class InboxMiddleware:
         self._sent_checks: dict[str, SentTimeCheck] = {}
         self.checked = False
         self._warned_unchecked = False
+        self._refusals: dict[int, ConfigurationError | None] = {}
 
     # -- FastStream's middleware factory protocol --------------------------------------------
 
@@ -190,8 +193,8 @@ class InboxMiddleware:
             RetentionMisalignedError: a replay window outlives the evidence.
         """
         subscribers = [s for s in getattr(broker, "subscribers", ()) if self._guards(s)]
-        check_subscribers(self.inbox, subscribers, self.default)
         policy = self.policy
+        check_subscribers(self.inbox, subscribers, self.default, policy.max_attempts)
         for window in replay_windows(
             subscribers, max_attempts=policy.max_attempts, retry_delay=self.retry_delay
         ):
@@ -241,6 +244,25 @@ class InboxMiddleware:
             kind = kind_of(msg)
         delivery = Delivery(self, kind, msg, options, context, subscriber)
         return await delivery.run(call_next)
+
+    def refusal_of(self, subscriber: Any) -> ConfigurationError | None:
+        """Why the settlement table refuses ``subscriber`` (None: it accepts it),
+        judged on its first message, whether or not ``check_startup`` ran:
+        a delivery the subscriber cannot settle safely is quarantined, never
+        run."""
+        if subscriber is None:
+            return None
+        key = id(subscriber)
+        if key not in self._refusals:
+            where = f"InboxMiddleware cannot guard subscriber {subscriber_name(subscriber)!r}"
+            try:
+                check_subscriber(subscriber, where, self.policy.max_attempts)
+            except ConfigurationError as error:
+                logger.critical("%s; its deliveries are quarantined, never run", error)
+                self._refusals[key] = error
+            else:
+                self._refusals[key] = None
+        return self._refusals[key]
 
     async def record(self, error: BaseException, refused: Refused, reason: str | None) -> bool:
         """Whether a quarantine record now holds the delivery."""

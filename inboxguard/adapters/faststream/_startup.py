@@ -26,10 +26,11 @@ from inboxguard.adapters.faststream._options import (
     handlers_of,
     options_for,
 )
+from inboxguard.adapters.faststream._settlement import check_claimers, check_subscriber
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import InboxStore
 
-__all__ = ["check_subscribers", "replay_windows"]
+__all__ = ["check_subscribers", "replay_windows", "subscriber_name"]
 
 logger = logging.getLogger("inboxguard.faststream")
 
@@ -51,11 +52,11 @@ def replay_windows(
         )
     ]
     for sub in subscribers:
-        found.extend(_windows_of(sub, max_attempts))
+        found.extend(_windows_of(sub))
     return found
 
 
-def _windows_of(sub: Any, max_attempts: int) -> list[Window]:
+def _windows_of(sub: Any) -> list[Window]:
     module = type(sub).__module__
     where = f"subscriber {_name(sub)!r}"
     if module.startswith("faststream.rabbit."):
@@ -63,7 +64,7 @@ def _windows_of(sub: Any, max_attempts: int) -> list[Window]:
     if module.startswith("faststream.redis."):
         return _redis(sub, where)
     if module.startswith("faststream.nats."):
-        return _nats(sub, where, max_attempts)
+        return _nats(sub, where)
     if is_kafka(sub):
         check_kafka_policy(sub, where)
         return []  # the topics' retention is read from the cluster: kafka_windows
@@ -98,19 +99,6 @@ def _redis(sub: Any, where: str) -> list[Window]:
             " consumer=...)"
         )
         raise ConfigurationError(msg)
-    if not stream.group:
-        msg = (
-            f"InboxMiddleware cannot guard {where}: stream {stream.name!r} is read without"
-            " a consumer group, so nothing is acknowledged and a killed worker loses its"
-            " message; use StreamSub(name, group=..., consumer=...)"
-        )
-        raise ConfigurationError(msg)
-    if stream.no_ack:
-        msg = (
-            f"InboxMiddleware cannot guard {where}: StreamSub(no_ack=True) acknowledges"
-            " each message as it is read, before its transaction commits; drop no_ack"
-        )
-        raise ConfigurationError(msg)
     idle = stream.min_idle_time or stream.claim_min_idle_time
     if idle is None:
         return []
@@ -123,7 +111,7 @@ def _redis(sub: Any, where: str) -> list[Window]:
     ]
 
 
-def _nats(sub: Any, where: str, max_attempts: int) -> list[Window]:
+def _nats(sub: Any, where: str) -> list[Window]:
     if getattr(sub, "stream", None) is None:
         msg = (
             f"InboxMiddleware cannot guard {where}: core NATS neither acknowledges nor"
@@ -131,15 +119,6 @@ def _nats(sub: Any, where: str, max_attempts: int) -> list[Window]:
         )
         raise ConfigurationError(msg)
     config = sub.config
-    max_deliver = getattr(config, "max_deliver", None)
-    if max_deliver is not None and 0 < max_deliver < max_attempts:
-        msg = (
-            f"{where}: the JetStream consumer stops delivering after max_deliver="
-            f"{max_deliver}, before InboxMiddleware gives up at max_attempts={max_attempts};"
-            " the last deliveries would vanish without a quarantine record; raise"
-            f" max_deliver to at least {max_attempts} (or -1) or lower max_attempts"
-        )
-        raise ConfigurationError(msg)
     ack_wait = getattr(config, "ack_wait", None)
     found = [
         Window(
@@ -161,38 +140,27 @@ def _nats(sub: Any, where: str, max_attempts: int) -> list[Window]:
     return found
 
 
-def check_ack_policy(sub: Any) -> None:
-    """Refuse a subscriber that acknowledges before the transaction commits.
-
-    Raises:
-        ConfigurationError: ``AckPolicy.ACK_FIRST``.
-    """
-    if is_kafka(sub):
-        check_kafka_policy(sub, f"subscriber {_name(sub)!r}")
-        return
-    policy = getattr(sub, "ack_policy", None)
-    if str(getattr(policy, "value", policy)) == "ack_first":
-        msg = (
-            f"InboxMiddleware cannot guard subscriber {_name(sub)!r}: AckPolicy.ACK_FIRST"
-            " acknowledges a message before its transaction commits, so a worker killed"
-            " in between loses it; use the default policy or AckPolicy.MANUAL (the"
-            " middleware acknowledges after the commit either way)"
-        )
-        raise ConfigurationError(msg)
-
-
 def check_subscribers(
-    inbox: InboxStore, subscribers: Iterable[Any], default: HandlerOptions
+    inbox: InboxStore, subscribers: Iterable[Any], default: HandlerOptions, max_attempts: int
 ) -> list[tuple[str, str]]:
-    """Claim each handler's consumer name; return ``(handler, consumer)`` pairs.
+    """Check each subscriber against the settlement table and claim each
+    handler's consumer name; return ``(handler, consumer)`` pairs.
 
     Raises:
-        ConfigurationError: a policy that acks first, or a consumer name two
+        ConfigurationError: a settlement setting the table does not know to be
+            safe (``AckPolicy.ACK_FIRST``, a JetStream ``ack_policy`` other
+            than explicit, ``max_deliver`` not above ``max_attempts``, a Redis
+            group without a claiming subscriber...), or a consumer name two
             handlers would share without both saying so.
     """
+    subscribers = list(subscribers)
     claimed: list[tuple[str, str]] = []
     for sub in subscribers:
-        check_ack_policy(sub)
+        if is_kafka(sub):
+            check_kafka_policy(sub, f"subscriber {_name(sub)!r}")
+        check_subscriber(
+            sub, f"InboxMiddleware cannot guard subscriber {_name(sub)!r}", max_attempts
+        )
         for fn in handlers_of(sub):
             options = options_for(fn, default)
             name = handler_name(fn)
@@ -200,6 +168,7 @@ def check_subscribers(
                 inbox, options.consumer, name, shared=options.shared, option="shared_consumer"
             )
             claimed.append((name, options.consumer))
+    check_claimers(subscribers)
     return claimed
 
 
@@ -213,6 +182,11 @@ def _ms(value: object, what: str) -> dt.timedelta:
         msg = f"{what} must be a non-negative number of milliseconds, got {value!r}"
         raise ConfigurationError(msg)
     return dt.timedelta(milliseconds=value)
+
+
+def subscriber_name(sub: Any) -> str:
+    """The name a refusal gives a subscriber."""
+    return _name(sub)
 
 
 def _name(sub: Any) -> str:

@@ -15,6 +15,9 @@ handler exception                     ``x-inbox-retry-at`` time is published, th
                                       that time; at ``max_attempts`` quarantined
                                       (``retries_exhausted``) and rejected
 no usable command ID or sent time     quarantined under the message ID, rejected
+undecodable body (``on_decode_error``  quarantined with the raw body under the
+of the Consumer set to the callback's  message ID, rejected (kombu's own default
+``on_decode_error``)                   acks it away)
 no sent time, ``require_sent_at``     quarantined (``missing_sent_at``), rejected
 inboxguard error declaring a failure  quarantined under its code, rejected (never
 (``ReconciliationRequiredError``)     retried: retrying cannot fix it)
@@ -71,7 +74,9 @@ from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
-from inboxguard.adapters._stores import transaction
+from inboxguard.adapters._stores import check_pairing, transaction
+from inboxguard.adapters.kombu._settlement import acked_on_delivery, check_delivery
+from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -81,6 +86,7 @@ __all__ = [
     "RETRY_AT_HEADER",
     "SENT_AT_HEADER",
     "Delivery",
+    "GuardedCallback",
     "from_message",
     "guarded",
 ]
@@ -106,6 +112,37 @@ _STAMP = (
 )
 
 
+class GuardedCallback:
+    """A guarded kombu ``(body, message)`` callback.
+
+    Pass :meth:`on_decode_error` to the ``Consumer`` too
+    (``Consumer(..., callbacks=[cb], on_decode_error=cb.on_decode_error)``):
+    kombu hands an undecodable body to that hook instead of the callback, and
+    its default (``ConsumerMixin.on_decode_error``) acks the message away.
+    """
+
+    __slots__ = ("_deliver", "_undecodable")
+
+    def __init__(
+        self,
+        deliver: Callable[[Any, Message], None],
+        undecodable: Callable[[Message, Exception], None],
+    ) -> None:
+        self._deliver = deliver
+        self._undecodable = undecodable
+
+    def __call__(self, body: Any, message: Message) -> None:
+        """Run the handler once per command (see :func:`guarded`)."""
+        self._deliver(body, message)
+
+    def on_decode_error(self, message: Message, error: Exception) -> None:
+        """kombu's ``on_decode_error`` hook: quarantine the undecodable
+        message with its raw body, then reject it (dead-lettered where the
+        queue has a dead-letter exchange); when no record can be written, a
+        copy goes back to the queue instead, as for any unrecorded refusal."""
+        self._undecodable(message, error)
+
+
 def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     handler: Callable[[Any, Message], Any],
     inbox: InboxStore,
@@ -120,7 +157,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     shared_consumer: bool = False,
     require_sent_at: bool = False,
     guarantee: Guarantee | None = None,
-) -> Callback:
+) -> GuardedCallback:
     """Return a kombu callback running ``handler(body, message)`` once per command.
 
     The handler reaches its session with :func:`inboxguard.current_session`;
@@ -139,12 +176,15 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     otherwise the first one is logged at WARNING. ``guarantee`` declares what
     only you know of the handler's guarantee table (see
     :class:`inboxguard.Guarantee`); ``inboxguard guarantees`` derives the rest.
+    Give the ``Consumer`` the callback's ``on_decode_error`` as well, so an
+    undecodable body is quarantined rather than acked by kombu.
 
     Raises:
         ConfigurationError: an argument cannot keep the guarantees, or
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    check_pairing(inbox, session_factory, f"kombu consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
     exclude = tuple(exclude)
@@ -165,6 +205,9 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     )
 
     def callback(body: Any, message: Message) -> None:
+        if acked_on_delivery(message):
+            _refuse_auto_acked(inbox, message, body, consumer)
+            return
         attempt = policy.receive(message.headers)
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
@@ -196,7 +239,31 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
             step = Step.ACK
         _perform(step, message, cid, attempt, producer)
 
-    return callback
+    def undecodable(message: Message, error: Exception) -> None:
+        attempt = policy.receive(message.headers)
+        key = message_key((message.properties or {}).get("message_id"), message.body)
+        raw = message.body
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        details = {**_details(text, message, attempt.number), "content_type": message.content_type}
+        refused = Refused(consumer, None, key, text, (), details)
+        written = record_refusal(inbox, error, refused)
+        outcome = attempt.unusable().recorded(written)
+        _perform(attempt.settle(outcome, error, key, details), message, key, attempt, producer)
+
+    return GuardedCallback(callback, undecodable)
+
+
+def _refuse_auto_acked(inbox: InboxStore, message: Message, body: Any, consumer: str) -> None:
+    """A ``no_ack=True`` delivery: the broker already forgot it, so it is
+    neither run nor settled, only quarantined (logged at CRITICAL)."""
+    key = message_key((message.properties or {}).get("message_id"), message.body)
+    try:
+        check_delivery(message, f"kombu consumer {consumer!r}")
+    except ConfigurationError as refusal:
+        logger.critical("%s", refusal)
+        record_refusal(
+            inbox, refusal, Refused(consumer, None, key, body, (), _details(body, message, 1))
+        )
 
 
 def _reason(outcome: Outcome) -> str | None:

@@ -8,6 +8,10 @@ app's settings in the environment and ``IG_FAULT`` naming the variant:
 ``bad_argument``    ``inbox_command_id="transfer"``: no such argument
 ``acks_on_timeout`` ``acks_on_failure_or_timeout=True`` without accepting the loss
 ``accepted_acks``   the same, with ``inbox_accept_ack_on_failure=True``
+``no_recipe``       an engine with the default pool and no ``worker_process_init`` hook
+``retry_lost``      ``retry_on_worker_lost=True``
+``ack_lost``        ``reject_on_worker_lost=False``; ``accepted_lost`` with its opt-in
+``early_ack``       ``acks_late=False``; ``accepted_early`` with its opt-in
 (anything else)     a correct declaration with ``@app.task(base=InboxTask, ...)``
 ==================  ===================================================================
 
@@ -37,11 +41,14 @@ from integrations.celery.settings import TASK_NAME, Settings, create_app, declar
 
 settings = Settings.from_env()
 app = create_app(settings, include_tasks=False)
-engine = create_engine(settings.db_url, pool_size=2, max_overflow=2)
+FAULT = os.environ.get("IG_FAULT", "")
+if FAULT == "no_recipe":
+    engine = create_engine(settings.db_url)  # as the quick start makes it
+else:
+    engine = create_engine(settings.db_url, pool_size=2, max_overflow=2)
 Session = sessionmaker(engine)
 inbox = business.make_inbox(engine, settings.table_prefix, settings.retention)
 TABLES = business.tables(settings.table_prefix)
-FAULT = os.environ.get("IG_FAULT", "")
 SLOW_ONCE = os.environ.get("IG_SLOW_ONCE", "")
 MARKER = Path(os.environ.get("IG_SLOW_MARKER", "/nonexistent/marker"))
 
@@ -71,6 +78,14 @@ else:
 if FAULT in {"acks_on_timeout", "accepted_acks"}:
     options["acks_on_failure_or_timeout"] = True
     options["inbox_accept_ack_on_failure"] = FAULT == "accepted_acks"
+SETTLEMENT_FAULTS: dict[str, dict[str, Any]] = {
+    "retry_lost": {"retry_on_worker_lost": True},
+    "ack_lost": {"reject_on_worker_lost": False},
+    "accepted_lost": {"reject_on_worker_lost": False, "inbox_accept_ack_on_worker_lost": True},
+    "early_ack": {"acks_late": False},
+    "accepted_early": {"acks_late": False, "inbox_accept_early_ack": True},
+}
+options.update(SETTLEMENT_FAULTS.get(FAULT, {}))
 for name, env in (("time_limit", "IG_TIME_LIMIT"), ("soft_time_limit", "IG_SOFT_TIME_LIMIT")):
     if os.environ.get(env):
         options[name] = float(os.environ[env])
@@ -88,9 +103,11 @@ def apply_transfer(transfer_id: str, account: str, amount: int) -> Any:
     return result
 
 
-@signals.worker_process_init.connect
-def _fresh_pool(**_: Any) -> None:
-    engine.dispose(close=False)
+if FAULT != "no_recipe":
+
+    @signals.worker_process_init.connect
+    def _fresh_pool(**_: Any) -> None:
+        engine.dispose(close=False)
 
 
 @signals.celeryd_after_setup.connect

@@ -268,8 +268,9 @@ def test_visibility_timeout_not_longer_than_the_claim_wait_warns_at_start(setup,
     assert not [r for r in caplog.records if "v.w" in r.getMessage()]
 
 
-def test_acks_late_off_warns_loudly(setup) -> None:
-    """Turning acks_late off on a guarded task raises a RuntimeWarning when it is bound."""
+def test_acks_late_off_accepted_still_warns_loudly(setup) -> None:
+    """Turning acks_late off on a guarded task, with the loss accepted
+    (``inbox_accept_early_ack=True``), raises a RuntimeWarning when it is bound."""
     box, factory, _ = setup
     app = Celery(unique("app"), broker="memory://", set_as_current=False)
     with warnings.catch_warnings(record=True) as caught:
@@ -281,6 +282,7 @@ def test_acks_late_off_warns_loudly(setup) -> None:
             inbox_session_factory=factory,
             inbox_command_id="ref",
             acks_late=False,
+            inbox_accept_early_ack=True,
             name=unique("t"),
         )
         def apply_ref(ref: str) -> None:

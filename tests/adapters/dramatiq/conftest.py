@@ -42,10 +42,10 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> No
 class WorkerProcess:
     """A ``dramatiq integrations.dramatiq.worker`` command and its log."""
 
-    def __init__(self, settings: Settings, log: Path, *, threads: int) -> None:
+    def __init__(self, settings: Settings, log: Path, *, threads: int, processes: int = 1) -> None:
         self.log = log
         env = {**os.environ, **settings.env(), "PYTHONPATH": str(ROOT)}
-        args = [DRAMATIQ, "integrations.dramatiq.worker", "--processes", "1"]
+        args = [DRAMATIQ, "integrations.dramatiq.worker", "--processes", str(processes)]
         args += ["--threads", str(threads), "--queues", settings.queue]
         self._out = log.open("wb")
         self.proc = subprocess.Popen(
@@ -182,9 +182,10 @@ def start_worker(app_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
     """Start reference-app workers; every one is killed at the end of the test."""
     started: list[WorkerProcess] = []
 
-    def start(threads: int = 4, **changes: object) -> WorkerProcess:
+    def start(threads: int = 4, processes: int = 1, **changes: object) -> WorkerProcess:
         settings = dataclasses.replace(app_settings, **changes)
-        worker = WorkerProcess(settings, tmp_path / f"worker{len(started)}.log", threads=threads)
+        log = tmp_path / f"worker{len(started)}.log"
+        worker = WorkerProcess(settings, log, threads=threads, processes=processes)
         started.append(worker)
         return worker
 

@@ -49,10 +49,17 @@ async def noop(body: Any) -> None:
     return None
 
 
+def _reader_and_claimer(broker: Any) -> Any:
+    """A Redis stream group read by one subscriber and claimed by another."""
+    claim = broker.subscriber(stream=StreamSub("s", group="g", consumer="c2", min_idle_time=60_000))
+    read = broker.subscriber(stream=StreamSub("s", group="g", consumer="c"))
+    return lambda fn: claim(read(fn))
+
+
 def test_f8_a_well_declared_subscriber_on_each_broker_starts(box: inboxguard.Inbox) -> None:
     for broker_cls, declare in [
         (RabbitBroker, lambda b: b.subscriber(RabbitQueue("q", durable=True))),
-        (RedisBroker, lambda b: b.subscriber(stream=StreamSub("s", group="g", consumer="c"))),
+        (RedisBroker, _reader_and_claimer),
         (
             NatsBroker,
             lambda b: b.subscriber("s", stream=JStream("s"), durable="d", pull_sub=PullSub()),
