@@ -37,6 +37,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=port_number, required=True, help="TCP port")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the screen is reached by, besides localhost, 127.0.0.1 and ::1"
+        " (repeatable); requests naming any other host get 400",
+    )
+    parser.add_argument(
         "--token",
         default=os.environ.get(TOKEN_ENV) or None,
         help=f"enables release/resolve (default: ${TOKEN_ENV}; without one, read-only)",
@@ -74,6 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
             table_prefix=args.prefix,
             sample_every=args.sample_every,
             horizon=args.horizon,
+            allowed_hosts=[*args.allowed_host, *_bound_name(args.host)],
         )
     except ConfigurationError as error:
         print(f"inboxguard: {error}", file=sys.stderr)
@@ -87,6 +96,11 @@ def _serve(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False)
     engine.dispose()
     return 0
+
+
+def _bound_name(host: str) -> list[str]:
+    """The address bound, as an allowed host, unless it is a wildcard."""
+    return [] if host in ("0.0.0.0", "::", "") else [host]  # noqa: S104 - compared, not bound
 
 
 def import_check() -> None:

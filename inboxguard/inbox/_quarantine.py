@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
@@ -147,10 +147,13 @@ class QuarantineStore:
         record_id: int | None = None,
         limit: int | None = None,
         command_id: str | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
-        """Return quarantine records, oldest first."""
+        """Return quarantine records, oldest first (only ids above ``after``)."""
         q = self._table
         stmt = select(q).order_by(q.c.id).limit(limit)
+        if after is not None:
+            stmt = stmt.where(q.c.id > after)
         if consumer is not None:
             stmt = stmt.where(q.c.consumer == consumer)
         if command_id is not None:
@@ -168,6 +171,17 @@ class QuarantineStore:
             )
             for row in rows
         ]
+
+    def count(self, consumer: str | None, status: str | None) -> int:
+        """How many records match ``consumer`` and ``status`` (None: any)."""
+        q = self._table
+        stmt = select(func.count()).select_from(q)
+        if consumer is not None:
+            stmt = stmt.where(q.c.consumer == consumer)
+        if status is not None:
+            stmt = stmt.where(q.c.status == status)
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
 
     def resolve(self, record_id: int) -> bool:
         """Mark one record resolved; return False when no open record has that id."""

@@ -23,6 +23,7 @@ from inboxguard.operations._tables import present_tables
 __all__ = [
     "Target",
     "open_inbox",
+    "quarantine_count",
     "quarantine_detail",
     "quarantine_list",
     "quarantine_show",
@@ -51,11 +52,25 @@ def quarantine_list(
     consumer: str | None = None,
     status: str | None = "open",
     limit: int | None = 100,
+    after: int | None = None,
 ) -> list[QuarantineRecord]:
     """Quarantine records, oldest first: ``status`` ``"open"`` (default),
-    ``"resolved"`` or None for every status; ``consumer`` None for all."""
+    ``"resolved"`` or None for every status; ``consumer`` None for all;
+    ``after`` an id: the page of records after it."""
     inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix)
-    return inbox.quarantined(consumer, status=status, limit=limit)
+    return inbox.quarantined(consumer, status=status, limit=limit, after=after)
+
+
+def quarantine_count(
+    engine: Target,
+    *,
+    table_prefix: str = "inboxguard_",
+    consumer: str | None = None,
+    status: str | None = "open",
+) -> int:
+    """How many records :func:`quarantine_list` would list without a limit."""
+    inbox = engine if isinstance(engine, RedisInbox) else open_inbox(engine, table_prefix)
+    return inbox.quarantine_count(consumer, status=status)
 
 
 def quarantine_show(

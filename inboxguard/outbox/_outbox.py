@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from inboxguard._core.checks import check_clock, check_table_prefix
-from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.digest import canonical_json, digest_of, earlier_digest
 from inboxguard._core.headers import is_reserved
 from inboxguard._core.identity import validate_identity
@@ -29,6 +29,7 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
+from inboxguard.sql.clock import ServerClock
 from inboxguard.sql.connection import check_engine, connection_of, refuse_shared_pool
 from inboxguard.sql.dialects import OutboxStatements, database_for
 from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
@@ -56,7 +57,10 @@ class Outbox:
         engine: the database (PostgreSQL, MariaDB/MySQL or SQLite); the same
             one the business data lives in.
         table_prefix: prefix of the outbox table (``<prefix>outbox``).
-        clock: zero-argument callable returning an aware datetime.
+        clock: zero-argument callable returning an aware datetime; creation
+            and due times and the dispatchers' leases are measured with it.
+            Default: the database server's time (:class:`~inboxguard.ServerClock`),
+            which every producer and dispatcher shares; pass one only in tests.
         retention: how long a delivered row's command ID and digest are kept
             (a :class:`RetentionPolicy` or a ``timedelta``). Until then, adding
             the same ID again is a no-op, or a mismatch; after it, the row is
@@ -103,7 +107,7 @@ class Outbox:
             raise ConfigurationError(msg)
         self.engine = engine
         self.table_prefix = table_prefix
-        self.clock: Clock = clock or utc_now
+        self.clock: Clock = clock or ServerClock(engine)
         self.delivered_retention = delivered_retention
         self.notify = self.statements.supports_notify if notify is None else notify
         #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
