@@ -8,7 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_database", "add_json", "positive_int"]
+from inboxguard.cli._output import UsageError
+
+__all__ = ["add_database", "add_json", "positive_int", "recorded_text"]
 
 
 def positive_int(text: str) -> int:
@@ -54,6 +56,28 @@ def add_database(parser: argparse.ArgumentParser, what: str = "inbox") -> None:
     parser.add_argument(
         "--prefix", default="inboxguard_", help="table prefix (default: inboxguard_)"
     )
+
+
+def recorded_text(args: argparse.Namespace, *options: str) -> None:
+    """Refuse text the audit trail would record (``--reason``, ``--by``,
+    ``--note``) holding bytes that are not UTF-8: they reach Python as lone
+    surrogates, which no database stores.
+
+    Raises:
+        UsageError: the first such option, with the byte's position and the fix.
+    """
+    for option in options:
+        text = getattr(args, option.removeprefix("--").replace("-", "_"), None)
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            msg = (
+                f"{option} holds a byte that is not UTF-8 at position {error.start}; set a"
+                " UTF-8 locale (LANG=C.UTF-8) or retype the text"
+            )
+            raise UsageError(msg) from None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

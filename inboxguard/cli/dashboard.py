@@ -17,10 +17,10 @@ import os
 import sys
 from typing import Any
 
-from sqlalchemy import create_engine
-
 from inboxguard.cli._args import add_database
+from inboxguard.cli._db import open_engine
 from inboxguard.cli._duration import parse_duration
+from inboxguard.cli._output import UsageError
 from inboxguard.cli.serve_metrics import port_number
 from inboxguard.errors import ConfigurationError
 
@@ -71,10 +71,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"inboxguard: {_EXTRA}", file=sys.stderr)
         return 2
-    if not args.db:
-        print("inboxguard: give --db URL (or set INBOXGUARD_DB_URL)", file=sys.stderr)
+    try:
+        engine = open_engine(args, read_only=True, connect_timeout=30)
+    except UsageError as error:
+        print(f"inboxguard dashboard: {error}", file=sys.stderr)
         return 2
-    engine = create_engine(args.db)
     try:
         app = dashboard_app(
             engine,

@@ -44,7 +44,7 @@ from inboxguard import (
     release_quarantine,
     resolve_quarantine,
 )
-from inboxguard.cli._args import add_json, positive_int
+from inboxguard.cli._args import add_json, positive_int, recorded_text
 from inboxguard.cli._command import fail, run_on_inbox
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import (
@@ -106,7 +106,7 @@ def register(subparsers: Any) -> None:
             "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
         )
         p.add_argument("--reason", required=True, help=f"why it is {name}d (recorded)")
-        p.add_argument("--by", default=None, help="who acts (default: the OS user; recorded)")
+        p.add_argument("--by", help="who acts (default: the OS user; recorded)")
         p.set_defaults(func=_command(_settle, read_only=False), settle=name)
 
     replay = actions.add_parser(
@@ -122,7 +122,7 @@ def register(subparsers: Any) -> None:
         help="module:name of an outbox transport, or of a zero-argument factory returning one",
     )
     replay.add_argument("--reason", required=True, help="why it is replayed (recorded)")
-    replay.add_argument("--by", default=None, help="who replays it (default: the OS user)")
+    replay.add_argument("--by", help="who replays it (default: the OS user)")
     replay.add_argument(
         "--destination", help="where to publish (default: where the message came from)"
     )
@@ -213,6 +213,7 @@ def _print_detail(found: QuarantineDetail) -> None:
 
 
 def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+    recorded_text(args, "--reason", "--by")
     if not args.reason.strip():
         raise UsageError(f"--reason must say why the record is {args.settle}d")
     settle = release_quarantine if args.settle == "release" else resolve_quarantine
@@ -236,6 +237,7 @@ def _settle(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
 
 
 def _replay(engine: Engine | RedisInbox, args: argparse.Namespace) -> int:
+    recorded_text(args, "--reason", "--by")
     if not args.reason.strip():
         raise UsageError("--reason must say why the message is replayed")
     inbox: Inbox | RedisInbox

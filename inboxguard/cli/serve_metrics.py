@@ -1,14 +1,18 @@
 """``inboxguard serve-metrics``: the database-derived gauges on a Prometheus endpoint.
 
     inboxguard serve-metrics --db URL --port 9464 [--host 127.0.0.1] [--horizon 30d]
+                             [--connect-timeout 5]
 
 For deployments whose workers cannot expose metrics themselves: each scrape
 reads the inboxguard tables once (``inboxguard.stats``) and reports evidence
 rows and the oldest evidence's age per consumer (against ``--horizon``, the
 retention horizon, when given), open quarantine records, the outbox backlog,
 its oldest unsent row's age and dead rows, effects by state and the oldest
-``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed. Needs
-the ``prometheus`` extra; the database URL is never printed.
+``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed,
+including a database that does not answer within ``--connect-timeout``
+seconds (default 5), so a scrape never hangs on a silent server. Needs the
+``prometheus`` extra; the database URL is never printed, and a malformed URL
+or a missing driver is one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from inboxguard import stats
 from inboxguard.cli._args import add_database, positive_int
+from inboxguard.cli._db import open_engine
 from inboxguard.cli._duration import parse_duration
+from inboxguard.cli._output import UsageError
 
 __all__ = ["database_collector", "register"]
 
@@ -46,6 +51,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--horizon", type=parse_duration, help="the inbox's retention horizon, e.g. 30d"
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=positive_int,
+        default=5,
+        metavar="SECONDS",
+        help="a database that does not answer within it is inboxguard_up 0 (default 5)",
     )
     parser.set_defaults(func=_serve)
 
@@ -139,10 +151,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"inboxguard: {_EXTRA}", file=sys.stderr)
         return 2
-    if not args.db:
-        print("inboxguard: give --db URL (or set INBOXGUARD_DB_URL)", file=sys.stderr)
+    try:
+        engine = open_engine(args, read_only=True, connect_timeout=args.connect_timeout)
+    except UsageError as error:
+        print(f"inboxguard serve-metrics: {error}", file=sys.stderr)
         return 2
-    engine = create_engine(args.db)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(database_collector(engine, args.prefix, args.horizon))
     server, _ = start_http_server(args.port, addr=args.host, registry=registry)

@@ -551,6 +551,17 @@ class Inbox:
         """The recorded replays of a quarantine record, oldest first."""
         return self._quarantine.replays(record_id)
 
+    def quarantine_trails_of(
+        self, consumer: str, command_id: str
+    ) -> tuple[list[QuarantineReplay], list[QuarantineAction]]:
+        """The replays and the actions of every quarantine record of one
+        command, oldest first, in two queries whatever the number of records."""
+        command = (consumer, command_id)
+        return (
+            self._quarantine.replays(None, command=command),
+            self._quarantine.actions(None, command=command),
+        )
+
     # -- evidence and upkeep --------------------------------------------------------------
 
     def lookup(self, consumer: str, command_id: str) -> InboxRecord | None:

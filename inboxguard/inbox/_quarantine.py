@@ -241,10 +241,23 @@ class QuarantineStore:
         conn.execute(delete(ev).where(*which))
         return str(found[0]), found[1]
 
-    def actions(self, record_id: int) -> list[QuarantineAction]:
-        """The releases and resolutions recorded for one record, oldest first."""
+    def _of_command(self, consumer: str, command_id: str) -> Any:
+        """The ids of one command's records, as a subquery (its index serves it)."""
+        q = self._table
+        return select(q.c.id).where(q.c.consumer == consumer, q.c.command_id == command_id)
+
+    def actions(
+        self, record_id: int | None, *, command: tuple[str, str] | None = None
+    ) -> list[QuarantineAction]:
+        """The releases and resolutions recorded for one record, or for every
+        record of ``command`` (consumer, command ID) in one query, oldest first."""
         a = self._actions
-        stmt = select(a).where(a.c.quarantine_id == record_id).order_by(a.c.id)
+        which = (
+            a.c.quarantine_id.in_(self._of_command(*command))
+            if command is not None
+            else a.c.quarantine_id == record_id
+        )
+        stmt = select(a).where(which).order_by(a.c.id)
         with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [QuarantineAction(**row) for row in rows]
@@ -269,10 +282,22 @@ class QuarantineStore:
             conn.execute(update(q).where(q.c.id == record.id).values(status="resolved"))
         return self.replays(record.id, replay_id=None if new_id is None else int(new_id))[-1]
 
-    def replays(self, record_id: int, *, replay_id: int | None = None) -> list[QuarantineReplay]:
-        """The replays of one quarantine record, oldest first."""
+    def replays(
+        self,
+        record_id: int | None,
+        *,
+        replay_id: int | None = None,
+        command: tuple[str, str] | None = None,
+    ) -> list[QuarantineReplay]:
+        """The replays of one quarantine record, or of every record of
+        ``command`` (consumer, command ID) in one query, oldest first."""
         r = self._replays
-        stmt = select(r).where(r.c.quarantine_id == record_id).order_by(r.c.id)
+        which = (
+            r.c.quarantine_id.in_(self._of_command(*command))
+            if command is not None
+            else r.c.quarantine_id == record_id
+        )
+        stmt = select(r).where(which).order_by(r.c.id)
         if replay_id is not None:
             stmt = stmt.where(r.c.id == replay_id)
         with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:

@@ -44,6 +44,13 @@ DEFAULT_DELIVERED_RETENTION = dt.timedelta(days=1)
 DEFAULT_RETENTION = dt.timedelta(days=30)
 
 
+#: MariaDB/MySQL refuse no statement this small (the lowest max_allowed_packet is 1 KiB
+#: but the default is 16 MiB on MariaDB): below it, the server is not asked its limit.
+_SMALLEST_PACKET = 1024 * 1024
+#: Room for the statement around the row's values.
+_STATEMENT_ROOM = 64 * 1024
+
+
 class Outbox:
     """Stores outgoing commands in the caller's transaction.
 
@@ -108,6 +115,7 @@ class Outbox:
         self.engine = engine
         self.table_prefix = table_prefix
         self.clock: Clock = clock or ServerClock(engine)
+        self._packet: int | None = None  # MariaDB/MySQL max_allowed_packet, read once
         self.delivered_retention = delivered_retention
         self.notify = self.statements.supports_notify if notify is None else notify
         #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
@@ -163,7 +171,10 @@ class Outbox:
                 back.
             ConfigurationError: ``session`` is not a Session or Connection,
                 or commits each statement on its own (autocommit, however it
-                was set: the row could outlive a rolled-back business change).
+                was set: the row could outlive a rolled-back business change);
+                or, on MariaDB/MySQL, the row is larger than the server's
+                ``max_allowed_packet`` (nothing was written; the connection is
+                still usable).
         """
         values = self._row_values(command_id, destination, payload, headers)
         conn = connection_of(
@@ -174,7 +185,28 @@ class Outbox:
             ),
             row="the outbox row could commit without the business change",
         )
+        self._refuse_oversized(conn, values)
         return self._store_row(conn, values, payload)
+
+    def _refuse_oversized(self, conn: Connection, values: dict[str, Any]) -> None:
+        """On MariaDB/MySQL, refuse a row the server would refuse by closing the
+        connection ("server has gone away"), naming the limit instead."""
+        if conn.dialect.name not in ("mysql", "mariadb"):
+            return
+        size = sum(len(str(v).encode("utf-8")) for v in values.values() if v is not None)
+        if size < _SMALLEST_PACKET:
+            return
+        if self._packet is None:
+            self._packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+        if size + _STATEMENT_ROOM > self._packet:
+            msg = (
+                f"outbox row {values['command_id']!r} is {size} bytes, more than this"
+                f" server's max_allowed_packet ({self._packet} bytes), which would close"
+                " the connection; nothing was written: send a smaller payload (keep a"
+                " large document elsewhere and put its address in the payload) or raise"
+                " max_allowed_packet on the server"
+            )
+            raise ConfigurationError(msg)
 
     def _row_values(
         self,

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -78,3 +79,25 @@ def test_o21_a_receipt_the_database_refuses_still_records_the_delivery(
     row = outbox.get("a")
     assert row.delivered_at is not None
     assert row.receipt == stored
+
+
+def test_o22_a_payload_over_max_allowed_packet_is_refused_naming_the_limit(
+    mysql_url: str, prefix: str
+) -> None:
+    """A 20 MB payload on MariaDB (16 MiB ``max_allowed_packet``): a clear error
+    before the server closes the connection; the transaction goes on."""
+    engine = create_engine(mysql_url)
+    box = inboxguard.Outbox(engine, table_prefix=prefix)
+    box.create_schema()
+    try:
+        with Session(engine) as session, session.begin():
+            with pytest.raises(inboxguard.ConfigurationError, match="max_allowed_packet"):
+                box.add(
+                    session, command_id="big", destination="q", payload={"doc": "x" * 20_000_000}
+                )
+            box.add(session, command_id="small", destination="q", payload={"doc": "x"})
+        assert box.get("big") is None
+        assert box.get("small") is not None
+    finally:
+        box.drop_schema()
+        engine.dispose()
