@@ -168,8 +168,10 @@ class _Site:
     # -- pages ---------------------------------------------------------------------------
 
     async def front(self, request: Any) -> Any:
+        raw = request.query_params.get("after", "")
+        after = int(raw) if raw.isdigit() else None
         try:
-            view = await self.read(overview, self.engine, self.prefix, self.history)
+            view = await self.read(overview, self.engine, self.prefix, self.history, after=after)
         except InboxGuardError as error:
             return self.message(503, "Cannot read the tables", str(error))
         return self.page(

@@ -3,7 +3,8 @@
 S9: only the hosts the dashboard was started for are answered (DNS
 rebinding gets 400). S10: wrong tokens are throttled (429 after five, even
 for the right one) and a token is at least 16 characters. S11: mounted
-under a path, every link, form and the stylesheet stay under it.
+under a path, every link, form and the stylesheet stay under it. S12: the
+quarantine queue pages through every open record and shows the total.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 import inboxguard
+from tests.conftest import unique
 from tests.dashboard.scenario import Filled
 
 TOKEN = "s3cret-operator-token"
@@ -103,3 +105,34 @@ def test_s11_mounted_under_a_path_links_forms_and_styles_stay_under_it(
             assert all(link.startswith("/ops/") for link in links if link.startswith("/")), links
         assert client.get("/ops/static/style.css").status_code == 200
         assert f'action="/ops/quarantine/{record}/resolve"' in pages[1].text
+
+
+def test_s12_the_quarantine_queue_pages_through_every_open_record_with_a_total(
+    pg_url: str,
+) -> None:
+    engine = create_engine(pg_url)
+    prefix = unique("q") + "_"
+    inbox = inboxguard.Inbox(engine, table_prefix=prefix, retention=dt.timedelta(days=1))
+    inbox.create_schema()
+    try:
+        for n in range(55):
+            inbox.quarantine_delivery(
+                consumer="billing",
+                command_id=f"c-{n}",
+                payload={"n": n},
+                reason=inboxguard.QuarantineReason.RETRIES_EXHAUSTED,
+            )
+        seen: list[str] = []
+        with TestClient(_app(engine, prefix), base_url="http://localhost") as client:
+            path: str | None = "/"
+            while path is not None:
+                page = client.get(path)
+                assert page.status_code == 200
+                assert "shown of 55 open" in page.text
+                seen += re.findall(r'<tr><td><a href="/quarantine/(\d+)">', page.text)
+                found = re.search(r'id="next-page" href="([^"]+)"', page.text)
+                path = found.group(1).replace("&amp;", "&") if found else None
+        assert len(seen) == len(set(seen)) == 55
+    finally:
+        inbox.drop_schema()
+        engine.dispose()
