@@ -543,7 +543,8 @@ class Inbox:
         """Record that an operator published ``record``'s message again (who,
         why, where, when, the transport's receipt) and mark the record resolved.
         The evidence is untouched: the replay is judged like any delivery."""
-        values = {"destination": destination, "replayed_by": replayed_by, "reason": reason}
+        who, why = audited(replayed_by, reason)
+        values = {"destination": destination, "replayed_by": who, "reason": why}
         now = {"replayed_at": checked_now(self.clock), "receipt": receipt}
         return self._quarantine.record_replay(record, {**values, **now})
 

@@ -18,6 +18,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
+from inboxguard._core.text import storable_text
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
@@ -312,11 +313,13 @@ class QuarantineStore:
 
 
 def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
-    """The non-empty actor and reason an audited action needs."""
+    """The non-empty actor and reason an audited action needs, made storable
+    (escaped, bounded; see :func:`~inboxguard._core.text.storable_text`)."""
     if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
         msg = (
             "an audited quarantine action needs both actor= (who acts) and reason="
             " (why), each a non-empty string"
         )
         raise ConfigurationError(msg)
-    return str(actor), str(reason)
+    who = storable_text(str(actor), what="a quarantine action's actor", limit=255)
+    return who, storable_text(str(reason), what="a quarantine action's reason")

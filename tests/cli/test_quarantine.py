@@ -256,3 +256,13 @@ def test_p13_list_pages_through_every_record_with_a_total(
     assert inboxguard.quarantine_count(inbox.engine, table_prefix=prefix) == 5
     page = inboxguard.quarantine_list(inbox.engine, table_prefix=prefix, after=ids[3])
     assert [r.id for r in page] == [ids[4]]
+
+
+def test_p17_an_operators_reason_the_database_cannot_store_is_kept_escaped(
+    inbox: inboxguard.Inbox,
+) -> None:
+    record_id = _exhausted(inbox, "c-9", "billing")
+    done = inbox.resolve_quarantine(record_id, actor="ana\x00", reason="fixed \x00 \ud800 it")
+    assert done is True
+    [action] = inbox.quarantine_actions(record_id)
+    assert (action.actor, action.reason) == ("ana\\x00", "fixed \\x00 \\ud800 it")
