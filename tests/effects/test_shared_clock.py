@@ -67,7 +67,8 @@ def test_l24_a_fast_worker_clock_does_not_reopen_a_closed_window(
     )
     gateway.create_schema()
     fast_now = lambda: utc_now() + dt.timedelta(seconds=10)  # noqa: E731
-    # The fast host: its wall clock is what a ledger without a clock used to read.
+    # The fast host: its wall clock (utc_now) runs ten seconds ahead while this
+    # ledger is built, so a ledger that took the host's clock would keep it.
     monkeypatch.setattr("inboxguard.effects._ledger.utc_now", fast_now, raising=False)
     fast = EffectLedger(server_engine, table_prefix=prefix, actor="fast")
     monkeypatch.undo()
