@@ -17,6 +17,7 @@ ledger`` (``BENCH_ROUNDS``, default 5; ``BENCH_EFFECTS``, default 1000).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 import time
@@ -39,7 +40,7 @@ MODES = ("bare", "execute", "repeat")
 class StubProvider:
     """Answers at once; remembers nothing (the ledger never re-sends here)."""
 
-    contract = ProviderContract(name="stub")
+    contract = ProviderContract(name="stub", idempotency_window=dt.timedelta(hours=24))
 
     def __init__(self) -> None:
         self.calls = 0

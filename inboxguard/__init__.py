@@ -15,7 +15,13 @@ from inboxguard._core.retention import RetentionPolicy, WindowRow
 from inboxguard.dashboard import dashboard_app, observe_database
 from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
 from inboxguard.effects.contracts import known_contract
-from inboxguard.effects.provider import MismatchBehaviour, Provider, ProviderContract, Receipt
+from inboxguard.effects.provider import (
+    KEYS_KEPT_FOREVER,
+    MismatchBehaviour,
+    Provider,
+    ProviderContract,
+    Receipt,
+)
 from inboxguard.effects.state import EffectState
 from inboxguard.errors import (
     BeyondRetentionError,
@@ -36,6 +42,7 @@ from inboxguard.errors import (
     PayloadEncodingError,
     PayloadMismatchError,
     ProviderRejectedError,
+    ReceiptTooLargeError,
     ReconciliationRequiredError,
     RetentionMisalignedError,
     StaleLeaseError,
@@ -79,6 +86,7 @@ from inboxguard.operations import (
     QuarantineDetail,
     Stats,
     explain,
+    quarantine_count,
     quarantine_list,
     quarantine_show,
     release_quarantine,
@@ -94,11 +102,13 @@ from inboxguard.outbox import (
     OutboxRow,
     OutboxStatus,
 )
+from inboxguard.sql.clock import ServerClock
 from inboxguard.sql.errors import is_retryable
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "KEYS_KEPT_FOREVER",
     "BatchCommand",
     "BatchEntry",
     "BeyondRetentionError",
@@ -153,6 +163,7 @@ __all__ = [
     "QuarantineRecord",
     "QuarantineReplay",
     "Receipt",
+    "ReceiptTooLargeError",
     "ReconcileReport",
     "ReconciliationRequiredError",
     "RedisDurability",
@@ -160,6 +171,7 @@ __all__ = [
     "RedisInbox",
     "RetentionMisalignedError",
     "RetentionPolicy",
+    "ServerClock",
     "SqlInboxStore",
     "StaleLeaseError",
     "Stats",
@@ -183,6 +195,7 @@ __all__ = [
     "lock_changes",
     "lock_text",
     "observe_database",
+    "quarantine_count",
     "quarantine_list",
     "quarantine_show",
     "read_lock",

@@ -37,7 +37,9 @@ table of their own; ``retryable`` is true exactly when the disposition is
         ├── EffectOutcomeUnknownError    the provider may or may not have acted,
         │                                or another worker is acting      retry
         ├── ReconciliationRequiredError  no safe automatic path is left
-        └── ProviderRejectedError        the provider definitely refused
+        ├── ProviderRejectedError        the provider definitely refused
+        └── ReceiptTooLargeError         applied and recorded, but the receipt's
+                                         details are too large to store
 
 ``quarantined`` is true on the errors whose raising wrote a quarantine record
 (the inbox's :class:`PayloadMismatchError` and :class:`BeyondRetentionError`).
@@ -70,6 +72,7 @@ __all__ = [
     "PayloadEncodingError",
     "PayloadMismatchError",
     "ProviderRejectedError",
+    "ReceiptTooLargeError",
     "ReconciliationRequiredError",
     "RetentionMisalignedError",
     "StaleLeaseError",
@@ -473,6 +476,19 @@ class ProviderRejectedError(EffectError):
     ) -> None:
         super().__init__(message, effect_key=effect_key)
         self.reason = reason
+
+
+class ReceiptTooLargeError(EffectError):
+    """The provider applied the effect, but the receipt's details are too large
+    for the ledger to store (over ``MAX_RECEIPT_DETAILS`` characters once
+    encoded; MariaDB/MySQL would refuse the statement by ``max_allowed_packet``).
+
+    The outcome is recorded all the same: the effect is ``confirmed`` with the
+    receipt's reference, and the history says what was left out. Retrying
+    cannot make the receipt smaller: return less from the provider.
+    """
+
+    code = "receipt-too-large"
 
 
 class EffectPayloadConflictError(PayloadConflictError, EffectError):

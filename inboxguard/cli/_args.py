@@ -9,7 +9,17 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DB_ENV", "OLD_DB_ENV", "add_database", "add_json", "database_url", "positive_int"]
+from inboxguard.cli._output import UsageError
+
+__all__ = [
+    "DB_ENV",
+    "OLD_DB_ENV",
+    "add_database",
+    "add_json",
+    "database_url",
+    "positive_int",
+    "recorded_text",
+]
 
 #: The one environment variable naming the database of every command.
 DB_ENV = "INBOXGUARD_DB_URL"
@@ -75,6 +85,28 @@ def database_url(args: argparse.Namespace) -> str | None:
         print(f"inboxguard: {note}", file=sys.stderr)
         warnings.warn(note, DeprecationWarning, stacklevel=2)
     return old or None
+
+
+def recorded_text(args: argparse.Namespace, *options: str) -> None:
+    """Refuse text the audit trail would record (``--reason``, ``--by``,
+    ``--note``) holding bytes that are not UTF-8: they reach Python as lone
+    surrogates, which no database stores.
+
+    Raises:
+        UsageError: the first such option, with the byte's position and the fix.
+    """
+    for option in options:
+        text = getattr(args, option.removeprefix("--").replace("-", "_"), None)
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            msg = (
+                f"{option} holds a byte that is not UTF-8 at position {error.start}; set a"
+                " UTF-8 locale (LANG=C.UTF-8) or retype the text"
+            )
+            raise UsageError(msg) from None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -47,8 +47,13 @@ def redact(url: str | URL) -> str:
     return parsed.set(query=query).render_as_string(hide_password=True)
 
 
-def open_engine(args: argparse.Namespace, *, read_only: bool) -> Engine:
-    """The engine of ``args.db`` (``--db`` or ``$INBOXGUARD_DB_URL``).
+def open_engine(
+    args: argparse.Namespace, *, read_only: bool, connect_timeout: float | None = None
+) -> Engine:
+    """The engine of ``args.db`` (``--db`` or ``$INBOXGUARD_DB_URL``); with
+    ``connect_timeout`` (seconds), a server that does not answer fails the
+    connection (and, on MariaDB/MySQL, any read) after that long instead of
+    hanging.
 
     Raises:
         UsageError: no URL, an unparsable one, an unknown database, a
@@ -68,7 +73,7 @@ def open_engine(args: argparse.Namespace, *, read_only: bool) -> Engine:
     if read_only and url.get_backend_name() == "sqlite":
         _refuse_missing_sqlite_file(url, shown)
     try:
-        return create_engine(url)
+        return create_engine(url, connect_args=_timeouts(url, connect_timeout))
     except NoSuchModuleError:
         msg = f"--db {shown}: no SQLAlchemy dialect named {url.drivername!r}"
         raise UsageError(msg) from None
@@ -76,6 +81,20 @@ def open_engine(args: argparse.Namespace, *, read_only: bool) -> Engine:
         raise UsageError(_driver_hint(url, shown, error)) from None
     except ArgumentError as error:
         raise UsageError(f"--db {shown} is not usable: {error}") from None
+
+
+def _timeouts(url: URL, seconds: float | None) -> dict[str, object]:
+    """The driver's arguments that bound a connection attempt to ``seconds``."""
+    if seconds is None:
+        return {}
+    backend, driver = url.get_backend_name(), url.get_driver_name()
+    if backend == "postgresql" and driver in ("psycopg", "psycopg2"):
+        return {"connect_timeout": max(1, round(seconds))}  # libpq takes whole seconds
+    if backend in ("mysql", "mariadb") and driver == "pymysql":
+        # pymysql's connect_timeout covers the TCP connect only; the server's
+        # greeting is a read, bounded by read_timeout.
+        return {"connect_timeout": seconds, "read_timeout": seconds}
+    return {}
 
 
 def _refuse_missing_sqlite_file(url: URL, shown: str) -> None:

@@ -17,10 +17,10 @@ import os
 import sys
 from typing import Any
 
-from sqlalchemy import create_engine
-
 from inboxguard.cli._args import add_database
+from inboxguard.cli._db import open_engine
 from inboxguard.cli._duration import parse_duration
+from inboxguard.cli._output import UsageError
 from inboxguard.cli.serve_metrics import port_number
 from inboxguard.errors import ConfigurationError
 
@@ -36,6 +36,14 @@ def register(subparsers: Any) -> None:
     add_database(parser, "inbox")
     parser.add_argument("--port", type=port_number, required=True, help="TCP port")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the screen is reached by, besides localhost, 127.0.0.1 and ::1"
+        " (repeatable); requests naming any other host get 400",
+    )
     parser.add_argument(
         "--token",
         default=os.environ.get(TOKEN_ENV) or None,
@@ -63,10 +71,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"inboxguard: {_EXTRA}", file=sys.stderr)
         return 2
-    if not args.db:
-        print("inboxguard: give --db URL (or set INBOXGUARD_DB_URL)", file=sys.stderr)
+    try:
+        engine = open_engine(args, read_only=True, connect_timeout=30)
+    except UsageError as error:
+        print(f"inboxguard dashboard: {error}", file=sys.stderr)
         return 2
-    engine = create_engine(args.db)
     try:
         app = dashboard_app(
             engine,
@@ -74,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
             table_prefix=args.prefix,
             sample_every=args.sample_every,
             horizon=args.horizon,
+            allowed_hosts=[*args.allowed_host, *_bound_name(args.host)],
         )
     except ConfigurationError as error:
         print(f"inboxguard: {error}", file=sys.stderr)
@@ -87,6 +97,11 @@ def _serve(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False)
     engine.dispose()
     return 0
+
+
+def _bound_name(host: str) -> list[str]:
+    """The address bound, as an allowed host, unless it is a wildcard."""
+    return [] if host in ("0.0.0.0", "::", "") else [host]  # noqa: S104 - compared, not bound
 
 
 def import_check() -> None:

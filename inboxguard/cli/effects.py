@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard import EffectLedger, EffectRecord, EffectState, Provider, Receipt
 from inboxguard.cli._app import resolve_object
-from inboxguard.cli._args import add_database, add_json
+from inboxguard.cli._args import add_database, add_json, recorded_text
 from inboxguard.cli._command import fail, run_on_database
 from inboxguard.cli._output import (
     EXIT_FOUND,
@@ -130,7 +130,12 @@ def _show(engine: Engine, args: argparse.Namespace) -> int:
 
 def _load_provider(spec: str) -> Provider:
     target = resolve_object(spec, option="--provider")
-    provider = target() if isinstance(target, type) or not hasattr(target, "contract") else target
+    try:
+        made = isinstance(target, type) or not hasattr(target, "contract")
+        provider = target() if made else target
+    except Exception as error:  # the user's factory: its failure is one line, not a traceback
+        msg = f"--provider {spec!r} could not be made: {type(error).__name__}: {error}"
+        raise UsageError(msg) from None
     if not isinstance(provider, Provider):
         msg = f"--provider {spec!r} gave {provider!r}, which has no contract/send/lookup"
         raise UsageError(msg)
@@ -151,6 +156,7 @@ def _reconcile(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _resolve(engine: Engine, args: argparse.Namespace) -> int:
+    recorded_text(args, "--note")
     receipt = Receipt(args.applied) if args.applied else None
     record = _ledger(engine, args).resolve(
         args.key, applied=not args.not_applied, receipt=receipt, note=args.note

@@ -1,11 +1,12 @@
 """``inboxguard quarantine``: the messages the inbox refused, from a shell.
 
-    inboxguard quarantine list [--consumer NAME] [--status open|resolved|all] [--json]
+    inboxguard quarantine list [--consumer NAME] [--status open|resolved|all]
+                               [--limit N] [--after ID] [--json]
     inboxguard quarantine show ID [--json]
     inboxguard quarantine release ID --reason TEXT [--by NAME] [--json]
     inboxguard quarantine resolve ID --reason TEXT [--by NAME] [--json]
     inboxguard quarantine replay ID --transport module:factory --reason TEXT
-                                   [--by NAME] [--destination NAME] [--json]
+                                   [--by NAME] [--destination NAME] [--again] [--json]
 
 Every subcommand takes ``--db URL`` (or ``$INBOXGUARD_DB_URL``) and
 ``--prefix``, or, for a RedisInbox, ``--redis URL`` (or
@@ -38,12 +39,13 @@ from inboxguard import (
     QuarantineAction,
     QuarantineDetail,
     QuarantineRecord,
+    quarantine_count,
     quarantine_list,
     quarantine_show,
     release_quarantine,
     resolve_quarantine,
 )
-from inboxguard.cli._args import add_json, positive_int
+from inboxguard.cli._args import add_json, positive_int, recorded_text
 from inboxguard.cli._command import fail, run_on_inbox
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import (
@@ -81,6 +83,9 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--consumer", help="only this consumer's records")
     listing.add_argument("--status", choices=_STATUSES, default="open", help="default: open")
     listing.add_argument("--limit", type=positive_int, default=100, metavar="N")
+    listing.add_argument(
+        "--after", type=positive_int, metavar="ID", help="the page after this record ID"
+    )
     listing.set_defaults(func=_command(_list, read_only=True))
 
     show = actions.add_parser(
@@ -102,7 +107,7 @@ def register(subparsers: Any) -> None:
             "id", type=positive_int, metavar="ID", help="the record's ID (see: quarantine list)"
         )
         p.add_argument("--reason", required=True, help=f"why it is {name}d (recorded)")
-        p.add_argument("--by", default=None, help="who acts (default: the OS user; recorded)")
+        p.add_argument("--by", help="who acts (default: the OS user; recorded)")
         p.set_defaults(func=_command(_settle, read_only=False), settle=name)
 
     replay = actions.add_parser(
@@ -118,9 +123,14 @@ def register(subparsers: Any) -> None:
         help="module:name of an outbox transport, or of a zero-argument factory returning one",
     )
     replay.add_argument("--reason", required=True, help="why it is replayed (recorded)")
-    replay.add_argument("--by", default=None, help="who replays it (default: the OS user)")
+    replay.add_argument("--by", help="who replays it (default: the OS user)")
     replay.add_argument(
         "--destination", help="where to publish (default: where the message came from)"
+    )
+    replay.add_argument(
+        "--again",
+        action="store_true",
+        help="replay a record that is already resolved (refused without it; recorded)",
     )
     replay.set_defaults(func=_command(_replay, read_only=False))
 
@@ -140,21 +150,26 @@ def _summary(record: QuarantineRecord) -> dict[str, Any]:
 
 def _list(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     status = None if args.status == "all" else args.status
-    records = quarantine_list(
-        engine, table_prefix=args.prefix, consumer=args.consumer, status=status, limit=args.limit
-    )
+    where = {"table_prefix": args.prefix, "consumer": args.consumer, "status": status}
+    records = quarantine_list(engine, limit=args.limit, after=args.after, **where)
     if args.json:
         emit_json([_summary(r) for r in records])
         return EXIT_OK
     if not records:
         print(f"no {args.status if status else ''} quarantine records".replace("  ", " "))
         return EXIT_OK
+    _print_page(records, quarantine_count(engine, **where), args)
+    return EXIT_OK
+
+
+def _print_page(records: list[QuarantineRecord], total: int, args: argparse.Namespace) -> None:
     rows = [
         (r.id, r.consumer, r.command_id, r.reason, r.status, r.occurrences, r.last_seen_at)
         for r in records
     ]
     table(("ID", "CONSUMER", "COMMAND", "REASON", "STATUS", "SEEN", "LAST SEEN"), rows)
-    return EXIT_OK
+    more = "" if len(records) < args.limit else f"; next page: --after {records[-1].id}"
+    print(f"{len(records)} shown of {total} {args.status} records{more}")
 
 
 def _show(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
@@ -226,6 +241,7 @@ def _json(value: Any) -> str:
 
 
 def _settle(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
+    recorded_text(args, "--reason", "--by")
     if not args.reason.strip():
         raise UsageError(f"--reason must say why the record is {args.settle}d")
     settle = release_quarantine if args.settle == "release" else resolve_quarantine
@@ -249,6 +265,7 @@ def _settle(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
 
 
 def _replay(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
+    recorded_text(args, "--reason", "--by")
     if not args.reason.strip():
         raise UsageError("--reason must say why the message is replayed")
     inbox: InboxStore
@@ -263,6 +280,15 @@ def _replay(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
     record = inbox.quarantine_record(args.id)
     if record is None:
         return fail("quarantine", f"no record with ID {args.id}", EXIT_FOUND)
+    reason = args.reason
+    if record.status != "open":
+        if not args.again:
+            msg = (
+                f"record {args.id} is {record.status}: replaying it would publish the message"
+                " again; pass --again if that is what you want (it is recorded)"
+            )
+            return fail("quarantine", msg, EXIT_FOUND)
+        reason = f"{reason} (again: the record was {record.status})"
     try:
         message = replay_message(record, args.destination, dt.datetime.now(dt.UTC))
         transport = load_transport(args.transport)
@@ -280,7 +306,7 @@ def _replay(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
         record,
         destination=message.destination,
         replayed_by=args.by or _os_user(),
-        reason=args.reason,
+        reason=reason,
         receipt=receipt,
     )
     if args.json:

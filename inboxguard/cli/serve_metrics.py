@@ -1,6 +1,7 @@
 """``inboxguard serve-metrics``: the database-derived gauges on a Prometheus endpoint.
 
     inboxguard serve-metrics --db URL --port 9464 [--host 127.0.0.1] [--horizon 30d]
+                             [--connect-timeout 5]
     inboxguard serve-metrics --app proj.worker:app --port 9464
 
 For deployments whose workers cannot expose metrics themselves: each scrape
@@ -8,11 +9,14 @@ reads the inboxguard tables once (``inboxguard.stats``) and reports evidence
 rows and the oldest evidence's age per consumer (against ``--horizon``, the
 retention horizon, when given), open quarantine records, the outbox backlog,
 its oldest unsent row's age and dead rows, effects by state and the oldest
-``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed. With
+``unknown`` effect's age. ``inboxguard_up`` is 0 when the read failed,
+including a database that does not answer within ``--connect-timeout``
+seconds (default 5), so a scrape never hangs on a silent server. With
 ``--app`` (a Celery app, Dramatiq broker or Inbox, as ``doctor`` takes it)
 the horizon, the database and the table prefix are the application's inbox's,
 unless ``--horizon``, ``--db`` or ``--prefix`` say otherwise. Needs the
-``prometheus`` extra; the database URL is never printed.
+``prometheus`` extra; the database URL is never printed, and a malformed URL
+or a missing driver is one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from inboxguard import stats
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import DB_ENV, add_database, database_url, positive_int
+from inboxguard.cli._db import open_engine
 from inboxguard.cli._duration import parse_duration
 from inboxguard.cli._output import UsageError
 from inboxguard.cli._windows import DEFAULT_APP_ATTRS, discover
@@ -62,6 +66,13 @@ def register(subparsers: Any) -> None:
         metavar="MODULE:ATTR",
         help="your Celery app, Dramatiq broker or Inbox: its inbox gives the horizon, the"
         " database and the prefix (each unless given)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=positive_int,
+        default=5,
+        metavar="SECONDS",
+        help="a database that does not answer within it is inboxguard_up 0 (default 5)",
     )
     parser.set_defaults(func=_serve)
 
@@ -156,7 +167,11 @@ def _target(args: argparse.Namespace) -> tuple[Engine, str, dt.timedelta | None]
     if not args.app:
         if not url:
             raise UsageError(f"give --db URL (or set {DB_ENV}), or --app MODULE:ATTR")
-        return create_engine(url), args.prefix, args.horizon
+        return (
+            open_engine(args, read_only=True, connect_timeout=args.connect_timeout),
+            args.prefix,
+            args.horizon,
+        )
     inboxes = discover(
         resolve_object(args.app, default_attrs=DEFAULT_APP_ATTRS), args.app
     ).sql_inboxes
@@ -170,7 +185,11 @@ def _target(args: argparse.Namespace) -> tuple[Engine, str, dt.timedelta | None]
             len(inboxes),
             inbox.table_prefix,
         )
-    engine = create_engine(url) if url else inbox.engine
+    engine = (
+        open_engine(args, read_only=True, connect_timeout=args.connect_timeout)
+        if url
+        else inbox.engine
+    )
     given_prefix = args.prefix != DEFAULT_PREFIX
     prefix = args.prefix if given_prefix else inbox.table_prefix
     return engine, prefix, args.horizon or inbox.retention.horizon
@@ -185,7 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         engine, prefix, horizon = _target(args)
     except (ConfigurationError, UsageError) as error:
-        print(f"inboxguard: serve-metrics: {error}", file=sys.stderr)
+        print(f"inboxguard serve-metrics: {error}", file=sys.stderr)
         return 2
     registry = CollectorRegistry(auto_describe=False)
     registry.register(database_collector(engine, prefix, horizon))

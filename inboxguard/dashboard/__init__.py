@@ -10,6 +10,7 @@ OpenTelemetry gauges (the ``otel`` extra, imported only when called).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -26,6 +27,7 @@ def dashboard_app(
     table_prefix: str = "inboxguard_",
     sample_every: dt.timedelta = dt.timedelta(seconds=15),
     horizon: dt.timedelta | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> Any:
     """Build the operator screen for the inboxguard tables of ``engine``.
 
@@ -37,6 +39,14 @@ def dashboard_app(
     outbox chart is sampled every ``sample_every`` while the app runs;
     ``horizon`` (the inbox's retention horizon) is shown beside the oldest
     evidence.
+
+    It answers only requests naming one of its own hosts: ``localhost``,
+    ``127.0.0.1``, ``::1`` and each of ``allowed_hosts`` (any other ``Host``
+    gets 400, so a page of another site that resolves its name to this
+    machine reads nothing). The token must be at least 16 characters; after
+    five wrong tokens in a minute a client's actions are refused (429) until
+    the minute has passed. Mounted under a path (ASGI ``root_path``, e.g.
+    ``/ops``), its links, forms and stylesheet stay under that path.
 
     Raises:
         ConfigurationError: a bad argument, or the ``dashboard`` extra
@@ -50,4 +60,5 @@ def dashboard_app(
         table_prefix=table_prefix,
         sample_every=sample_every,
         horizon=horizon,
+        allowed_hosts=allowed_hosts,
     )

@@ -14,13 +14,20 @@ import contextlib
 import datetime as dt
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from inboxguard.dashboard._history import History, chart
-from inboxguard.dashboard._security import Stop, cross_site, problem_with, secured
+from inboxguard.dashboard._security import (
+    ROOT,
+    Stop,
+    Throttle,
+    cross_site,
+    problem_with,
+    secured,
+)
 from inboxguard.dashboard._views import (
     MAX_QUERY,
     age,
@@ -45,7 +52,7 @@ logger = logging.getLogger("inboxguard.dashboard")
 
 _EXTRA = "the dashboard needs the 'dashboard' extra: pip install 'inboxguard[dashboard]'"
 _ACTIONS = {"release": release_quarantine, "resolve": resolve_quarantine}
-_MIN_TOKEN = 8
+_MIN_TOKEN = 16
 
 
 def build_app(
@@ -55,6 +62,7 @@ def build_app(
     table_prefix: str,
     sample_every: dt.timedelta,
     horizon: dt.timedelta | None,
+    allowed_hosts: Iterable[str] = (),
 ) -> Any:
     """The ASGI app (see :func:`inboxguard.dashboard.dashboard_app`)."""
     try:
@@ -66,7 +74,10 @@ def build_app(
     except ImportError as missing:
         raise ConfigurationError(f"{_EXTRA} ({missing})") from None
     if token is not None and (not isinstance(token, str) or len(token) < _MIN_TOKEN):
-        msg = f"token must be a str of at least {_MIN_TOKEN} characters, or None (read-only)"
+        msg = (
+            f"token must be a str of at least {_MIN_TOKEN} characters, or None (read-only);"
+            " make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
         raise ConfigurationError(msg)
     if not isinstance(sample_every, dt.timedelta) or sample_every <= dt.timedelta(0):
         msg = f"sample_every must be a positive timedelta, got {sample_every!r}"
@@ -77,6 +88,8 @@ def build_app(
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(age=age, when=when, shown=shown, pretty=pretty, as_json=as_json)
+    if isinstance(allowed_hosts, str):
+        allowed_hosts = [allowed_hosts]
     site = _Site(engine, env, token, table_prefix, horizon, History())
     routes = [
         Route("/", site.front),
@@ -98,7 +111,12 @@ def build_app(
                 await sampler
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={500: site.crashed})
-    return secured(app)
+    return secured(app, allowed_hosts)
+
+
+def _client(request: Any) -> str:
+    """The address a request came from (the throttle's key)."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 class _Site:
@@ -119,13 +137,19 @@ class _Site:
         self.prefix = prefix
         self.horizon = horizon
         self.history = history
+        self.throttle = Throttle()
 
     # -- rendering ---------------------------------------------------------------------
 
     def page(self, name: str, status: int = 200, **values: Any) -> Any:
         from starlette.responses import HTMLResponse  # noqa: PLC0415
 
-        shared = {"writable": self.token is not None, "prefix": self.prefix, "query": ""}
+        shared = {
+            "writable": self.token is not None,
+            "prefix": self.prefix,
+            "query": "",
+            "root": ROOT.get(),
+        }
         html = self.env.get_template(name).render({**shared, **values})
         return HTMLResponse(html, status_code=status)
 
@@ -153,8 +177,10 @@ class _Site:
     # -- pages ---------------------------------------------------------------------------
 
     async def front(self, request: Any) -> Any:
+        raw = request.query_params.get("after", "")
+        after = int(raw) if raw.isdigit() else None
         try:
-            view = await self.read(overview, self.engine, self.prefix, self.history)
+            view = await self.read(overview, self.engine, self.prefix, self.history, after=after)
         except InboxGuardError as error:
             return self.message(503, "Cannot read the tables", str(error))
         return self.page(
@@ -196,7 +222,7 @@ class _Site:
             self.check_action(action)
             self.check_request(request)
             form = await request.form()
-            self.check_token(str(form.get("token", "")))
+            self.check_token(str(form.get("token", "")), _client(request))
             who, why = str(form.get("who", "")).strip(), str(form.get("why", "")).strip()
             problem = problem_with(who, why, confirmed=form.get("confirm") == "yes")
             if problem is not None:
@@ -217,7 +243,8 @@ class _Site:
         logger.info("dashboard: %s of quarantine record %s by %r: %s", action, record_id, who, why)
         from starlette.responses import RedirectResponse  # noqa: PLC0415
 
-        return RedirectResponse(f"/quarantine/{record_id}?done={action}", status_code=303)
+        root = ROOT.get()
+        return RedirectResponse(f"{root}/quarantine/{record_id}?done={action}", status_code=303)
 
     def check_action(self, action: str) -> None:
         """Refuse an unknown action, and any action of a read-only dashboard."""
@@ -235,10 +262,17 @@ class _Site:
             text = "A write action must come from this dashboard's own page."
             raise Stop(self.message(403, "Refused", text))
 
-    def check_token(self, given: str) -> None:
-        """Refuse a missing or wrong token (compared in constant time)."""
+    def check_token(self, given: str, client: str) -> None:
+        """Refuse a missing or wrong token (compared in constant time), and any
+        token from a client that gave too many wrong ones lately (429)."""
         assert self.token is not None  # check_action ran first
+        wait = self.throttle.wait(client)
+        if wait > 0:
+            text = f"Too many wrong tokens; nothing was changed. Try again in {wait:.0f} s."
+            raise Stop(self.message(429, "Refused", text))
         if not hmac.compare_digest(given.encode(), self.token.encode()):
+            self.throttle.failed(client)
+            logger.warning("dashboard: a wrong token from %s", client)
             text = "The token is missing or wrong; nothing was changed."
             raise Stop(self.message(403, "Refused", text))
 

@@ -23,6 +23,7 @@ from inboxguard.operations import (
     CommandExplanation,
     Stats,
     explain,
+    quarantine_count,
     quarantine_list,
     stats,
 )
@@ -78,10 +79,20 @@ class Overview:
     unknown: Sequence[EffectRecord]
     quarantine: Sequence[QuarantineRecord]
     history: Sequence[Sample]
+    #: Open quarantine records in all (the queue shows one page of them).
+    quarantine_total: int = 0
+    #: The ``after`` of the queue's next page (None: this is the last page).
+    next_after: int | None = None
+    #: Effects in ``unknown`` in all (the table shows the oldest ``limit``).
+    unknown_total: int = 0
 
 
-def overview(engine: Engine, prefix: str, history: History, limit: int = 50) -> Overview:
-    """Read the front page (and record a sample of the outbox for the chart)."""
+def overview(
+    engine: Engine, prefix: str, history: History, limit: int = 50, after: int | None = None
+) -> Overview:
+    """Read the front page (and record a sample of the outbox for the chart);
+    the quarantine queue is the page of ``limit`` open records after the id
+    ``after``."""
     reading = stats(engine, table_prefix=prefix)
     history.add(reading)
     unknown: Sequence[EffectRecord] = ()
@@ -89,9 +100,24 @@ def overview(engine: Engine, prefix: str, history: History, limit: int = 50) -> 
         ledger = EffectLedger(engine, table_prefix=prefix, telemetry=False)
         unknown = ledger.effects(state="unknown", limit=limit)
     queue: Sequence[QuarantineRecord] = ()
+    total = 0
     if reading.consumers is not None:
-        queue = quarantine_list(engine, table_prefix=prefix, status="open", limit=limit)
-    return Overview(reading, unknown, queue, history.samples())
+        queue = quarantine_list(
+            engine, table_prefix=prefix, status="open", limit=limit + 1, after=after
+        )
+        total = quarantine_count(engine, table_prefix=prefix, status="open")
+    more = len(queue) > limit
+    queue = queue[:limit]
+    unknown_total = reading.effects.by_state.get("unknown", 0) if reading.effects else 0
+    return Overview(
+        reading,
+        unknown,
+        queue,
+        history.samples(),
+        quarantine_total=total,
+        next_after=queue[-1].id if more else None,
+        unknown_total=unknown_total,
+    )
 
 
 def search(engine: Engine, prefix: str, query: str) -> list[CommandView]:

@@ -305,10 +305,19 @@ class DjangoInbox:
         return await self._sql.quarantine_delivery_async(engine, **record)
 
     def quarantined(
-        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+        self,
+        consumer: str | None = None,
+        *,
+        status: str | None = "open",
+        limit: int | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
         """See :meth:`inboxguard.Inbox.quarantined`."""
-        return self._sql.quarantined(consumer, status=status, limit=limit)
+        return self._sql.quarantined(consumer, status=status, limit=limit, after=after)
+
+    def quarantine_count(self, consumer: str | None = None, *, status: str | None = "open") -> int:
+        """See :meth:`inboxguard.Inbox.quarantine_count`."""
+        return self._sql.quarantine_count(consumer, status=status)
 
     def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
         """See :meth:`inboxguard.Inbox.quarantine_record`."""

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core import faults
 from inboxguard._core.checks import check_clock, check_table_prefix
-from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.digest import digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard._telemetry import check_switch, telemetry_for
@@ -39,6 +39,7 @@ from inboxguard.errors import (
     ProviderRejectedError,
     ReconciliationRequiredError,
 )
+from inboxguard.sql.clock import ServerClock
 from inboxguard.sql.connection import check_engine, refuse_shared_pool
 from inboxguard.sql.errors import LEDGER_SCHEMA
 from inboxguard.sql.schema import check_tables
@@ -70,8 +71,10 @@ class EffectLedger:
             caller's (not ``SingletonThreadPool`` or ``StaticPool``).
         table_prefix: prefix of the ledger's tables (``<prefix>effects`` and
             ``<prefix>effect_history``).
-        clock: zero-argument callable returning an aware datetime (default: UTC
-            now); leases and windows are measured with it.
+        clock: zero-argument callable returning an aware datetime; leases,
+            ``first_sent_at`` and windows are measured with it. Default: the
+            database server's time (:class:`~inboxguard.ServerClock`), which
+            every worker on the database shares; pass one only in tests.
         actor: who is recorded in the history (default: ``host:pid``).
         telemetry: count reconciliations by verdict with OpenTelemetry when
             ``opentelemetry-api`` is installed; ``False`` turns it off.
@@ -101,7 +104,7 @@ class EffectLedger:
             raise ConfigurationError(msg)
         self.engine = engine
         self.table_prefix = table_prefix
-        self.clock: Clock = clock or utc_now
+        self.clock: Clock = clock or ServerClock(engine)
         self._actor = actor
         self._telemetry = telemetry_for(telemetry)
         self._store = Store(engine, self.tables)

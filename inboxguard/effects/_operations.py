@@ -6,6 +6,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 
+from inboxguard.effects._heartbeat import Heartbeat
 from inboxguard.effects._recorder import Recorder
 from inboxguard.effects._records import EffectRecord, ReconcileReport
 from inboxguard.effects._rules import contract_of, provider_name, refuse_if_leased, why_takeover
@@ -125,7 +126,8 @@ def compensate(
         msg = f"effect {effect_key!r} changed while compensation started; retry"
         raise EffectOutcomeUnknownError(msg, effect_key=effect_key, state=str(record.state))
     try:
-        receipt = compensator(record)
+        with Heartbeat(rec, held, lease):  # a compensator slower than its lease keeps it
+            receipt = compensator(record)
     except BaseException as error:
         rec.write(
             held,

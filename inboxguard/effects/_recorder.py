@@ -13,13 +13,26 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from inboxguard._core.text import error_text, storable_text
 from inboxguard.effects._records import EffectRecord
-from inboxguard.effects._store import Event, Held, Store, receipt_columns
+from inboxguard.effects._store import (
+    Event,
+    Held,
+    Store,
+    oversized_details,
+    receipt_columns,
+    unstorable_receipt,
+)
 from inboxguard.effects.provider import Provider, Receipt
 from inboxguard.effects.state import EffectState, check_transition
-from inboxguard.errors import ConfigurationError, EffectOutcomeUnknownError, StaleLeaseError
+from inboxguard.errors import (
+    ConfigurationError,
+    EffectOutcomeUnknownError,
+    ReceiptTooLargeError,
+    StaleLeaseError,
+)
 
-__all__ = ["Recorder", "storable_text"]
+__all__ = ["Recorder"]
 
 logger = logging.getLogger("inboxguard.effects")
 
@@ -77,8 +90,12 @@ class Recorder:
             target = EffectState.RECONCILED
         values: dict[str, Any] = {"applied": applied, "lease_owner": None, "lease_expires_at": None}
         values.update(receipt_columns(receipt, "receipt"))
+        why = None if receipt is None else unstorable_receipt(receipt)
+        if why is not None:
+            logger.warning("effect %s: %s; the whole receipt: %r", held.key, why, receipt)
+            note = why if note is None else f"{note}; {why}"
         if error is not None:
-            values["last_error"] = f"{type(error).__name__}: {error}"
+            values["last_error"] = error_text(error, what=f"effect {held.key}'s error")
         name = {
             EffectState.CONFIRMED: "confirm",
             EffectState.REJECTED: "reject",
@@ -87,27 +104,72 @@ class Recorder:
         return self.write(held, target, values, self.event(name, self.now(), note))
 
     def confirm(self, held: Held, receipt: Receipt) -> Held:
-        """Record the receipt ``send`` returned; a receipt the database refuses is
-        recorded with its reference made storable and in full in the history note.
+        """Record the receipt ``send`` returned. A receipt the database refuses
+        is recorded with its reference escaped and without its details (the
+        whole receipt is logged), and a receipt too large to store raises
+        :class:`~inboxguard.ReceiptTooLargeError` once the outcome is recorded.
 
         The provider has applied the effect by now: losing that fact to an
-        encoding error would leave it ``prepared`` and invite a re-send.
+        encoding error or a packet limit would leave it ``prepared`` and invite
+        a re-send.
         """
         try:
-            return self.finish(held, applied=True, receipt=receipt)
+            written = self.finish(held, applied=True, receipt=receipt)
         except StaleLeaseError:
+            if self.late_receipt(held, receipt):
+                return held
             raise
-        except Exception as error:  # the database refused the receipt's text
+        except Exception as error:  # the database refused the receipt anyway
             logger.warning(
-                "effect %s: the receipt could not be stored as given (%r); storing it escaped",
+                "effect %s: the receipt could not be stored as given (%r): %r",
                 held.key,
                 error,
+                receipt,
             )
-            stored = Receipt(storable_text(receipt.reference))
-            note = storable_text(
-                f"receipt not storable as given ({type(error).__name__}): {receipt!r}", limit=None
+            note = error_text(error, what="a refused receipt", prefix="receipt not storable: ")
+            written = self.finish(held, applied=True, receipt=Receipt(receipt.reference), note=note)
+        if oversized_details(receipt) is not None:
+            msg = (
+                f"effect {held.key!r} was applied and is recorded as confirmed, but"
+                f" {unstorable_receipt(receipt)};"
+                " return a smaller receipt from the provider (store large answers elsewhere"
+                " and keep their address in the details)"
             )
-            return self.finish(held, applied=True, receipt=stored, note=note)
+            raise ReceiptTooLargeError(msg, effect_key=held.key)
+        return written
+
+    def late_receipt(self, held: Held, receipt: Receipt) -> bool:
+        """Record a receipt that came back after this worker's lease was taken
+        over, so that the provider's answer is never lost: in the history
+        always, and as the effect's outcome (``reconciled``, applied) when it is
+        still ``unknown`` and nobody holds its lease. True when it settled it."""
+        logger.warning(
+            "effect %s: the provider answered %r after this worker's lease (fencing token %d)"
+            " was taken over; recording it",
+            held.key,
+            receipt,
+            held.token,
+        )
+        note = f"late receipt {receipt.reference!r} (fencing token {held.token})"
+        current = self.store.read(held.key)
+        if current is None:
+            return False
+        now = self.now()
+        free = current.lease_owner is None or (
+            current.lease_expires_at is not None and current.lease_expires_at <= now
+        )
+        if current.state is EffectState.UNKNOWN and free:
+            taken = self.take_over(current, held.owner, dt.timedelta(minutes=1), note)
+            if taken is not None:
+                try:
+                    self.finish(taken, applied=True, receipt=receipt, note=note)
+                except StaleLeaseError:
+                    pass
+                else:
+                    return True
+            current = self.store.read(held.key) or current
+        self.store.add_history(current, self.event("late_receipt", now, note))
+        return False
 
     def to_unknown(
         self,
@@ -120,7 +182,9 @@ class Recorder:
         """Record an ambiguous outcome (``prepared -> unknown``) and release the lease."""
         values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
         if error is not None:
-            values["last_error"] = f"{step}: {type(error).__name__}: {error}"
+            values["last_error"] = error_text(
+                error, what=f"effect {held.key}'s error", prefix=f"{step}: "
+            )
         target = EffectState.UNKNOWN
         name = "unknown" if held.state is EffectState.PREPARED else "release"
         text = note or (values.get("last_error") if error is not None else None)
@@ -145,12 +209,6 @@ class Recorder:
         raise StaleLeaseError(msg, effect_key=held.key, token=held.token, current_token=token)
 
     def event(self, name: str, at: dt.datetime, note: str | None = None) -> Event:
-        """A history entry by this ledger's actor."""
-        return Event(name, self.actor(), at, note)
-
-
-def storable_text(text: str, limit: int | None = 255) -> str:
-    """``text`` with what a database driver refuses escaped: lone surrogates
-    (``\\udXXX``) and NUL characters (``\\x00``); cut at ``limit``."""
-    escaped = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
-    return escaped if limit is None else escaped[:limit]
+        """A history entry by this ledger's actor; its note made storable."""
+        stored = None if note is None else storable_text(note, what=f"a {name} note")
+        return Event(name, self.actor(), at, stored)

@@ -21,13 +21,23 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from inboxguard._core.details import encode_details
+from inboxguard._core.text import MAX_RECEIPT_DETAILS, escaped_text, storable_text
 from inboxguard.effects._records import EffectRecord, EffectTransition
 from inboxguard.effects.provider import Receipt
 from inboxguard.effects.state import EffectState
 from inboxguard.sql.errors import LEDGER_SCHEMA, schema_required
 from inboxguard.sql.tables import EffectTables
 
-__all__ = ["Event", "Held", "Store", "prepared_row", "receipt_columns", "to_record"]
+__all__ = [
+    "Event",
+    "Held",
+    "Store",
+    "oversized_details",
+    "prepared_row",
+    "receipt_columns",
+    "to_record",
+    "unstorable_receipt",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +156,35 @@ class Store:
             self._history(conn, held.key, held.state, target, version, held.token, event)
         return Held(held.key, target, version, held.token, held.owner, held.first_sent_at)
 
+    def renew(self, held: Held, expires: dt.datetime) -> bool:
+        """Move a held lease's end to ``expires``; False when the lease is lost."""
+        effects = self.tables.effects
+        stmt = (
+            update(effects)
+            .where(
+                effects.c.effect_key == held.key,
+                effects.c.state == str(held.state),
+                effects.c.version == held.version,
+                effects.c.fencing_token == held.token,
+            )
+            .values(lease_expires_at=expires)
+        )
+        with self._begin() as conn:
+            return bool(conn.execute(stmt).rowcount == 1)
+
+    def add_history(self, record: EffectRecord, event: Event) -> None:
+        """Append ``event`` to an effect's history without changing the effect."""
+        with self._begin() as conn:
+            self._history(
+                conn,
+                record.effect_key,
+                record.state,
+                record.state,
+                record.version,
+                record.fencing_token,
+                event,
+            )
+
     def _history(
         self,
         conn: Connection,
@@ -246,13 +285,43 @@ def prepared_row(
 
 
 def receipt_columns(receipt: Receipt | None, prefix: str) -> dict[str, Any]:
-    """The columns storing ``receipt`` (``receipt_*`` or ``compensation_*``)."""
+    """The columns storing ``receipt`` (``receipt_*`` or ``compensation_*``),
+    made storable on every database (see :func:`unstorable_receipt`)."""
     if receipt is None:
         return {}
+    details = encode_details(receipt.details)
+    if details is not None and len(details) > MAX_RECEIPT_DETAILS:
+        details = encode_details({"details_too_large": len(details), "limit": MAX_RECEIPT_DETAILS})
     return {
-        f"{prefix}_reference": receipt.reference,
-        f"{prefix}_details": encode_details(receipt.details),
+        f"{prefix}_reference": storable_text(
+            receipt.reference, what="a receipt's reference", limit=255
+        ),
+        f"{prefix}_details": details,
     }
+
+
+def unstorable_receipt(receipt: Receipt) -> str | None:
+    """Why ``receipt`` cannot be stored as given (None: it can): its details
+    are too large (see :func:`oversized_details`), or its reference holds
+    characters a database refuses (stored escaped)."""
+    size = oversized_details(receipt)
+    if size is not None:
+        return (
+            f"the receipt's details are {size} characters once encoded, over the limit of"
+            f" {MAX_RECEIPT_DETAILS}: only its reference {receipt.reference!r} is stored"
+        )
+    if escaped_text(receipt.reference) != receipt.reference:
+        return f"the receipt's reference {receipt.reference!r} is stored escaped"
+    return None
+
+
+def oversized_details(receipt: Receipt) -> int | None:
+    """The encoded length of ``receipt``'s details when it is over
+    :data:`MAX_RECEIPT_DETAILS` (None: they fit)."""
+    details = encode_details(receipt.details)
+    if details is not None and len(details) > MAX_RECEIPT_DETAILS:
+        return len(details)
+    return None
 
 
 def _receipt(reference: str | None, details: str | None) -> Receipt | None:

@@ -2,8 +2,8 @@
 
 The contract is the provider's *documented* idempotency behaviour. The ledger
 relies on it for one decision only: whether re-sending with the same key is
-safe (inside ``idempotency_window``) and whether a lookup can settle an
-ambiguous outcome (``supports_lookup``). Get it from the provider's own
+safe (inside ``idempotency_window``; never when it is ``None``) and whether a
+lookup can settle an ambiguous outcome (``supports_lookup``). Get it from the provider's own
 documentation and review it when the provider changes it: a shorter window
 silently weakens the guarantee.
 """
@@ -18,7 +18,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from inboxguard.errors import ConfigurationError
 
-__all__ = ["MismatchBehaviour", "Provider", "ProviderContract", "Receipt"]
+__all__ = ["KEYS_KEPT_FOREVER", "MismatchBehaviour", "Provider", "ProviderContract", "Receipt"]
+
+KEYS_KEPT_FOREVER = dt.timedelta.max
+"""The ``idempotency_window`` of a provider that remembers every key forever
+(``None`` declares one with no idempotency at all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +70,12 @@ class ProviderContract:
     """A provider's idempotency contract, as documented by the provider.
 
     Args:
-        idempotency_window: how long the provider remembers a key after its
-            first request (``None``: forever). Re-sends with the same key are
-            made only while the window is certainly still open.
+        idempotency_window: required: how long the provider remembers a key
+            after its first request; :data:`KEYS_KEPT_FOREVER` when it never
+            forgets one, and ``None`` when it has no idempotency at all (an
+            ambiguous outcome then goes to an operator, never to a re-send).
+            Re-sends with the same key are made only while the window is
+            certainly still open.
         supports_lookup: the provider's ``lookup(key)`` reports whether a
             request with that key was applied (found receipts are trusted at
             any age; "not found" is trusted only inside the window).
@@ -81,7 +88,7 @@ class ProviderContract:
         notes: anything else worth knowing (scopes, regions, key length).
     """
 
-    idempotency_window: dt.timedelta | None = None
+    idempotency_window: dt.timedelta | None
     supports_lookup: bool = False
     on_mismatch: MismatchBehaviour = MismatchBehaviour.UNDOCUMENTED
     name: str | None = None
@@ -94,8 +101,9 @@ class ProviderContract:
             not isinstance(window, dt.timedelta) or window <= dt.timedelta(0)
         ):
             msg = (
-                f"ProviderContract.idempotency_window must be a positive timedelta or None"
-                f" (keys remembered forever), got {window!r}"
+                f"ProviderContract.idempotency_window must be a positive timedelta,"
+                f" KEYS_KEPT_FOREVER (keys remembered forever) or None (no idempotency),"
+                f" got {window!r}"
             )
             raise ConfigurationError(msg)
         if not isinstance(self.supports_lookup, bool):
@@ -113,10 +121,19 @@ class ProviderContract:
                 raise ConfigurationError(msg) from None
 
     def window_end(self, first_sent_at: dt.datetime) -> dt.datetime | None:
-        """When a key first used at ``first_sent_at`` may be forgotten (None: never)."""
+        """When a key first used at ``first_sent_at`` may be forgotten: None for
+        keys kept forever, ``first_sent_at`` itself for a provider without
+        idempotency (no re-send is ever safe)."""
         if self.idempotency_window is None:
+            return first_sent_at
+        if self.idempotency_window == KEYS_KEPT_FOREVER:
             return None
         return first_sent_at + self.idempotency_window
+
+    def remembers(self, first_sent_at: dt.datetime, now: dt.datetime) -> bool:
+        """Whether a key first used at ``first_sent_at`` is still remembered at ``now``."""
+        end = self.window_end(first_sent_at)
+        return end is None or now < end
 
 
 @runtime_checkable

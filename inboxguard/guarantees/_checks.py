@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
+from inboxguard.effects.provider import KEYS_KEPT_FOREVER
 from inboxguard.guarantees._derive import duration, effect_of
 
 __all__ = ["Contradiction", "contradictions"]
@@ -95,9 +96,12 @@ def _provider_window(facts: HandlerFacts) -> list[Contradiction]:
     effect = effect_of(facts.declared)
     contract = effect.contract
     retry = facts.retry_horizon
-    if contract is None or contract.supports_lookup or contract.idempotency_window is None:
+    if contract is None or contract.supports_lookup:
         return []
-    if retry is None or (retry.length is not None and retry.length <= contract.idempotency_window):
+    window = contract.idempotency_window
+    if window == KEYS_KEPT_FOREVER or retry is None:
+        return []
+    if window is not None and retry.length is not None and retry.length <= window:
         return []
     return [
         Contradiction(

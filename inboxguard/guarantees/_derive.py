@@ -16,7 +16,7 @@ from typing import Any
 from inboxguard._core.guarantee import Guarantee, GuaranteeFact, Setting
 from inboxguard._core.handlers import HandlerFacts
 from inboxguard._core.retention import format_duration
-from inboxguard.effects.provider import ProviderContract
+from inboxguard.effects.provider import KEYS_KEPT_FOREVER, ProviderContract
 from inboxguard.effects.state import EffectState
 
 __all__ = ["Effect", "derive", "duration", "effect_of"]
@@ -54,7 +54,9 @@ class Effect:
         if self.contract is None:
             return "unknown"
         window = self.contract.idempotency_window
-        return "forever" if window is None else format_duration(window)
+        if window is None:
+            return "none (no idempotency)"
+        return "forever" if window == KEYS_KEPT_FOREVER else format_duration(window)
 
 
 def effect_of(declared: Guarantee | None) -> Effect:

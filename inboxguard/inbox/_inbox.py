@@ -497,11 +497,21 @@ class Inbox:
         return await quarantine_async(request, engine)
 
     def quarantined(
-        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+        self,
+        consumer: str | None = None,
+        *,
+        status: str | None = "open",
+        limit: int | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
         """Return quarantine records (open ones by default; ``None``: every
-        status), oldest first, at most ``limit`` of them."""
-        return self._quarantine.records(consumer, status, limit=limit)
+        status), oldest first, at most ``limit`` of them; ``after`` skips to
+        the records whose id is greater (the next page after that id)."""
+        return self._quarantine.records(consumer, status, limit=limit, after=after)
+
+    def quarantine_count(self, consumer: str | None = None, *, status: str | None = "open") -> int:
+        """How many quarantine records :meth:`quarantined` would list without a limit."""
+        return self._quarantine.count(consumer, status)
 
     def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
         """Return the quarantine record with this id, whatever its status, or None."""
@@ -568,13 +578,25 @@ class Inbox:
         """Record that an operator published ``record``'s message again (who,
         why, where, when, the transport's receipt) and mark the record resolved.
         The evidence is untouched: the replay is judged like any delivery."""
-        values = {"destination": destination, "replayed_by": replayed_by, "reason": reason}
+        who, why = audited(replayed_by, reason)
+        values = {"destination": destination, "replayed_by": who, "reason": why}
         now = {"replayed_at": checked_now(self.clock), "receipt": receipt}
         return self._quarantine.record_replay(record, {**values, **now})
 
     def quarantine_replays(self, record_id: int) -> list[QuarantineReplay]:
         """The recorded replays of a quarantine record, oldest first."""
         return self._quarantine.replays(record_id)
+
+    def quarantine_trails_of(
+        self, consumer: str, command_id: str
+    ) -> tuple[list[QuarantineReplay], list[QuarantineAction]]:
+        """The replays and the actions of every quarantine record of one
+        command, oldest first, in two queries whatever the number of records."""
+        command = (consumer, command_id)
+        return (
+            self._quarantine.replays(None, command=command),
+            self._quarantine.actions(None, command=command),
+        )
 
     # -- evidence and upkeep --------------------------------------------------------------
 

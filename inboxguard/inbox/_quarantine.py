@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
+from inboxguard._core.text import storable_text
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
@@ -147,10 +148,13 @@ class QuarantineStore:
         record_id: int | None = None,
         limit: int | None = None,
         command_id: str | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
-        """Return quarantine records, oldest first."""
+        """Return quarantine records, oldest first (only ids above ``after``)."""
         q = self._table
         stmt = select(q).order_by(q.c.id).limit(limit)
+        if after is not None:
+            stmt = stmt.where(q.c.id > after)
         if consumer is not None:
             stmt = stmt.where(q.c.consumer == consumer)
         if command_id is not None:
@@ -168,6 +172,17 @@ class QuarantineStore:
             )
             for row in rows
         ]
+
+    def count(self, consumer: str | None, status: str | None) -> int:
+        """How many records match ``consumer`` and ``status`` (None: any)."""
+        q = self._table
+        stmt = select(func.count()).select_from(q)
+        if consumer is not None:
+            stmt = stmt.where(q.c.consumer == consumer)
+        if status is not None:
+            stmt = stmt.where(q.c.status == status)
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
 
     def resolve(self, record_id: int) -> bool:
         """Mark one record resolved; return False when no open record has that id."""
@@ -227,10 +242,23 @@ class QuarantineStore:
         conn.execute(delete(ev).where(*which))
         return str(found[0]), found[1]
 
-    def actions(self, record_id: int) -> list[QuarantineAction]:
-        """The releases and resolutions recorded for one record, oldest first."""
+    def _of_command(self, consumer: str, command_id: str) -> Any:
+        """The ids of one command's records, as a subquery (its index serves it)."""
+        q = self._table
+        return select(q.c.id).where(q.c.consumer == consumer, q.c.command_id == command_id)
+
+    def actions(
+        self, record_id: int | None, *, command: tuple[str, str] | None = None
+    ) -> list[QuarantineAction]:
+        """The releases and resolutions recorded for one record, or for every
+        record of ``command`` (consumer, command ID) in one query, oldest first."""
         a = self._actions
-        stmt = select(a).where(a.c.quarantine_id == record_id).order_by(a.c.id)
+        which = (
+            a.c.quarantine_id.in_(self._of_command(*command))
+            if command is not None
+            else a.c.quarantine_id == record_id
+        )
+        stmt = select(a).where(which).order_by(a.c.id)
         with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [QuarantineAction(**row) for row in rows]
@@ -255,10 +283,22 @@ class QuarantineStore:
             conn.execute(update(q).where(q.c.id == record.id).values(status="resolved"))
         return self.replays(record.id, replay_id=None if new_id is None else int(new_id))[-1]
 
-    def replays(self, record_id: int, *, replay_id: int | None = None) -> list[QuarantineReplay]:
-        """The replays of one quarantine record, oldest first."""
+    def replays(
+        self,
+        record_id: int | None,
+        *,
+        replay_id: int | None = None,
+        command: tuple[str, str] | None = None,
+    ) -> list[QuarantineReplay]:
+        """The replays of one quarantine record, or of every record of
+        ``command`` (consumer, command ID) in one query, oldest first."""
         r = self._replays
-        stmt = select(r).where(r.c.quarantine_id == record_id).order_by(r.c.id)
+        which = (
+            r.c.quarantine_id.in_(self._of_command(*command))
+            if command is not None
+            else r.c.quarantine_id == record_id
+        )
+        stmt = select(r).where(which).order_by(r.c.id)
         if replay_id is not None:
             stmt = stmt.where(r.c.id == replay_id)
         with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
@@ -273,11 +313,13 @@ class QuarantineStore:
 
 
 def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
-    """The non-empty actor and reason an audited action needs."""
+    """The non-empty actor and reason an audited action needs, made storable
+    (escaped, bounded; see :func:`~inboxguard._core.text.storable_text`)."""
     if not all(isinstance(v, str) and v.strip() for v in (actor, reason)):
         msg = (
             "an audited quarantine action needs both actor= (who acts) and reason="
             " (why), each a non-empty string"
         )
         raise ConfigurationError(msg)
-    return str(actor), str(reason)
+    who = storable_text(str(actor), what="a quarantine action's actor", limit=255)
+    return who, storable_text(str(reason), what="a quarantine action's reason")

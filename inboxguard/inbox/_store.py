@@ -222,9 +222,18 @@ class InboxStore(Protocol):
         ...
 
     def quarantined(
-        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+        self,
+        consumer: str | None = None,
+        *,
+        status: str | None = "open",
+        limit: int | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
-        """Quarantine records, oldest first."""
+        """Quarantine records, oldest first; ``after`` an id: the page after it."""
+        ...
+
+    def quarantine_count(self, consumer: str | None = None, *, status: str | None = "open") -> int:
+        """How many records :meth:`quarantined` would list without a limit."""
         ...
 
     def quarantine_record(self, record_id: int) -> QuarantineRecord | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from inboxguard.operations._explain import explain
 from inboxguard.operations._quarantine import (
+    quarantine_count,
     quarantine_list,
     quarantine_show,
     release_quarantine,
@@ -33,6 +34,7 @@ __all__ = [
     "QuarantineDetail",
     "Stats",
     "explain",
+    "quarantine_count",
     "quarantine_list",
     "quarantine_show",
     "release_quarantine",

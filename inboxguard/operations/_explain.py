@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects import EffectLedger, EffectRecord
 from inboxguard.inbox import InboxRecord, InboxStore
-from inboxguard.operations._quarantine import open_inbox, quarantine_detail
+from inboxguard.operations._quarantine import open_inbox, quarantine_details_of
 from inboxguard.operations._records import CommandExplanation
 from inboxguard.operations._redis import explain_redis
 from inboxguard.operations._tables import present_tables
@@ -50,7 +50,7 @@ def explain(
     inbox = open_inbox(engine, table_prefix, clock)
     evidence = inbox.lookup(consumer, command_id)
     records = inbox.quarantine_records_of(consumer, command_id)
-    quarantine = tuple(quarantine_detail(inbox, r) for r in records)
+    quarantine = quarantine_details_of(inbox, records, consumer, command_id)
     out_table, fx_table = outbox_tables(table_prefix).outbox, effect_tables(table_prefix).effects
     present = present_tables(engine, out_table, fx_table)
     effects = _effects(engine, table_prefix, command_id, effects_limit, present)

@@ -15,7 +15,13 @@ import datetime as dt
 from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock
-from inboxguard.inbox import Inbox, InboxStore, QuarantineAction, QuarantineRecord
+from inboxguard.inbox import (
+    Inbox,
+    InboxStore,
+    QuarantineAction,
+    QuarantineRecord,
+    QuarantineReplay,
+)
 from inboxguard.operations._records import QuarantineDetail
 from inboxguard.operations._redis import quarantine_detail_redis
 from inboxguard.operations._tables import present_tables
@@ -23,6 +29,7 @@ from inboxguard.operations._tables import present_tables
 __all__ = [
     "Target",
     "open_inbox",
+    "quarantine_count",
     "quarantine_detail",
     "quarantine_list",
     "quarantine_show",
@@ -60,10 +67,25 @@ def quarantine_list(
     consumer: str | None = None,
     status: str | None = "open",
     limit: int | None = 100,
+    after: int | None = None,
 ) -> list[QuarantineRecord]:
     """Quarantine records, oldest first: ``status`` ``"open"`` (default),
-    ``"resolved"`` or None for every status; ``consumer`` None for all."""
-    return store_of(engine, table_prefix).quarantined(consumer, status=status, limit=limit)
+    ``"resolved"`` or None for every status; ``consumer`` None for all;
+    ``after`` an id: the page of records after it."""
+    return store_of(engine, table_prefix).quarantined(
+        consumer, status=status, limit=limit, after=after
+    )
+
+
+def quarantine_count(
+    engine: Target,
+    *,
+    table_prefix: str = "inboxguard_",
+    consumer: str | None = None,
+    status: str | None = "open",
+) -> int:
+    """How many records :func:`quarantine_list` would list without a limit."""
+    return store_of(engine, table_prefix).quarantine_count(consumer, status=status)
 
 
 def quarantine_show(
@@ -94,6 +116,32 @@ def quarantine_detail(inbox: Inbox, record: QuarantineRecord) -> QuarantineDetai
         else []
     )
     return QuarantineDetail(record, tuple(replays), tuple(actions))
+
+
+def quarantine_details_of(
+    inbox: Inbox, records: list[QuarantineRecord], consumer: str, command_id: str
+) -> tuple[QuarantineDetail, ...]:
+    """The records of one command with their audit trails, read in a bounded
+    number of queries (one for the tables present, one per trail), however
+    many records the command has."""
+    trails = inbox.tables.quarantine_replays, inbox.tables.quarantine_actions
+    if not records:
+        return ()
+    present = present_tables(inbox.engine, *trails)
+    if all(t.name in present for t in trails):
+        replays, actions = inbox.quarantine_trails_of(consumer, command_id)
+    else:  # a database from before the trails: read what it has, record by record
+        return tuple(quarantine_detail(inbox, r) for r in records)
+    by_replay: dict[int, list[QuarantineReplay]] = {}
+    by_action: dict[int, list[QuarantineAction]] = {}
+    for p in replays:
+        by_replay.setdefault(p.quarantine_id, []).append(p)
+    for a in actions:
+        by_action.setdefault(a.quarantine_id, []).append(a)
+    return tuple(
+        QuarantineDetail(r, tuple(by_replay.get(r.id, ())), tuple(by_action.get(r.id, ())))
+        for r in records
+    )
 
 
 def release_quarantine(

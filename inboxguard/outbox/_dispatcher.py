@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any
 
 from inboxguard._core.clock import checked_now
+from inboxguard._core.text import error_text
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.errors import ConfigurationError
 from inboxguard.outbox._checks import check_dispatcher_arguments
@@ -231,7 +232,7 @@ class Dispatcher:
     def _failed(self, row: Sequence[Any], token: str, exc: BaseException, out: Outcome) -> None:
         row_id, command_id, attempt = row[0], row[1], row[7]
         now = checked_now(self.outbox.clock)
-        error = f"{type(exc).__name__}: {exc}"[:2000]
+        error = error_text(exc, what=f"the send error of outbox row {command_id}", limit=2000)
         if attempt >= self.max_attempts:
             logger.error(
                 "outbox row %s is dead after %d attempts: %s",

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from inboxguard._core.checks import check_clock, check_table_prefix
-from inboxguard._core.clock import Clock, checked_now, utc_now
+from inboxguard._core.clock import Clock, checked_now
 from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.headers import is_reserved
 from inboxguard._core.identity import validate_identity
@@ -29,6 +29,7 @@ from inboxguard.outbox._records import (
     OutboxRow,
     OutboxStatus,
 )
+from inboxguard.sql.clock import ServerClock
 from inboxguard.sql.connection import check_engine, connection_of, refuse_shared_pool
 from inboxguard.sql.dialects import OutboxStatements, database_for
 from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
@@ -41,6 +42,13 @@ __all__ = ["Outbox"]
 DEFAULT_DELIVERED_RETENTION = dt.timedelta(days=1)
 #: Default dedup horizon of the outbox's own evidence (command ID + digest).
 DEFAULT_RETENTION = dt.timedelta(days=30)
+
+
+#: MariaDB/MySQL refuse no statement this small (the lowest max_allowed_packet is 1 KiB
+#: but the default is 16 MiB on MariaDB): below it, the server is not asked its limit.
+_SMALLEST_PACKET = 1024 * 1024
+#: Room for the statement around the row's values.
+_STATEMENT_ROOM = 64 * 1024
 
 
 class Outbox:
@@ -56,7 +64,10 @@ class Outbox:
         engine: the database (PostgreSQL, MariaDB/MySQL or SQLite); the same
             one the business data lives in.
         table_prefix: prefix of the outbox table (``<prefix>outbox``).
-        clock: zero-argument callable returning an aware datetime.
+        clock: zero-argument callable returning an aware datetime; creation
+            and due times and the dispatchers' leases are measured with it.
+            Default: the database server's time (:class:`~inboxguard.ServerClock`),
+            which every producer and dispatcher shares; pass one only in tests.
         retention: how long a delivered row's command ID and digest are kept
             (a :class:`RetentionPolicy` or a ``timedelta``). Until then, adding
             the same ID again is a no-op, or a mismatch; after it, the row is
@@ -103,7 +114,8 @@ class Outbox:
             raise ConfigurationError(msg)
         self.engine = engine
         self.table_prefix = table_prefix
-        self.clock: Clock = clock or utc_now
+        self.clock: Clock = clock or ServerClock(engine)
+        self._packet: int | None = None  # MariaDB/MySQL max_allowed_packet, read once
         self.delivered_retention = delivered_retention
         self.notify = self.statements.supports_notify if notify is None else notify
         #: The LISTEN/NOTIFY channel of this outbox (PostgreSQL).
@@ -159,7 +171,10 @@ class Outbox:
                 back.
             ConfigurationError: ``session`` is not a Session or Connection,
                 or commits each statement on its own (autocommit, however it
-                was set: the row could outlive a rolled-back business change).
+                was set: the row could outlive a rolled-back business change);
+                or, on MariaDB/MySQL, the row is larger than the server's
+                ``max_allowed_packet`` (nothing was written; the connection is
+                still usable).
         """
         values = self._row_values(command_id, destination, payload, headers)
         conn = connection_of(
@@ -170,7 +185,28 @@ class Outbox:
             ),
             row="the outbox row could commit without the business change",
         )
+        self._refuse_oversized(conn, values)
         return self._store_row(conn, values, payload)
+
+    def _refuse_oversized(self, conn: Connection, values: dict[str, Any]) -> None:
+        """On MariaDB/MySQL, refuse a row the server would refuse by closing the
+        connection ("server has gone away"), naming the limit instead."""
+        if conn.dialect.name not in ("mysql", "mariadb"):
+            return
+        size = sum(len(str(v).encode("utf-8")) for v in values.values() if v is not None)
+        if size < _SMALLEST_PACKET:
+            return
+        if self._packet is None:
+            self._packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+        if size + _STATEMENT_ROOM > self._packet:
+            msg = (
+                f"outbox row {values['command_id']!r} is {size} bytes, more than this"
+                f" server's max_allowed_packet ({self._packet} bytes), which would close"
+                " the connection; nothing was written: send a smaller payload (keep a"
+                " large document elsewhere and put its address in the payload) or raise"
+                " max_allowed_packet on the server"
+            )
+            raise ConfigurationError(msg)
 
     def _row_values(
         self,

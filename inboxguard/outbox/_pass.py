@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inboxguard._core.text import MAX_STORED_TEXT, escaped_text
 from inboxguard.outbox._records import (
     HEADER_COMMAND_ID,
     HEADER_DIGEST,
@@ -67,10 +68,11 @@ def receipt_json(receipt: Any) -> str | None:
 
 
 def encoded_receipt(receipt: Any, command_id: str) -> str | None:
-    """The receipt as stored JSON; one that cannot be encoded is replaced by a
-    note, because the broker already holds the message (it was delivered)."""
+    """The receipt as stored JSON, escaped so that every database stores it; one
+    that cannot be encoded, or is too long to store, is replaced by a note,
+    because the broker already holds the message (it was delivered)."""
     try:
-        return receipt_json(receipt)
+        text = receipt_json(receipt)
     except Exception as exc:
         logger.warning(
             "outbox row %s was delivered, but its receipt cannot be stored as JSON: %s",
@@ -78,7 +80,19 @@ def encoded_receipt(receipt: Any, command_id: str) -> str | None:
             exc,
             extra={"command_id": command_id},
         )
-        return receipt_json({"unencodable_receipt": f"{type(exc).__name__}: {exc}"[:500]})
+        text = receipt_json({"unencodable_receipt": f"{type(exc).__name__}: {exc}"[:500]})
+    if text is None:
+        return None
+    if len(text) > MAX_STORED_TEXT:
+        logger.warning(
+            "outbox row %s was delivered, but its receipt is too long to store (%d characters): %s",
+            command_id,
+            len(text),
+            escaped_text(text),
+            extra={"command_id": command_id},
+        )
+        return receipt_json({"receipt_too_long": len(text)})
+    return escaped_text(text)
 
 
 def dead_record(row: Sequence[Any], token: str, now: dt.datetime, error: str) -> dict[str, Any]:

@@ -46,7 +46,15 @@ class SqliteDispatcherLock:
         else:
             import fcntl  # noqa: PLC0415 - POSIX only, and only for SQLite
 
-            fd = os.open(f"{self.database}.dispatcher.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            path = f"{self.database}.dispatcher.lock"
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                msg = (
+                    f"the SQLite database's directory {os.path.dirname(path) or '.'} does not"
+                    " exist; create it, or fix the database path"
+                )
+                raise ConfigurationError(msg) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -11,6 +11,7 @@ from typing import Any
 
 from inboxguard._core.faults import FaultPoint
 from inboxguard.effects import EffectLedger
+from inboxguard.effects.provider import KEYS_KEPT_FOREVER
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import Inbox
 from inboxguard.testing._clock import ManualClock
@@ -157,15 +158,16 @@ class FaultKit:
         """The provider applies the first call but its answer is lost (``unknown``);
         the retry comes after the provider's idempotency window has closed."""
         provider, clock = self._needs_provider_and_clock("retry_after_window")
-        if provider.window is None:
-            msg = "retry_after_window needs a provider whose window is not None (it never forgets)"
+        if provider.window == KEYS_KEPT_FOREVER:
+            msg = "retry_after_window needs a provider whose window is not KEYS_KEPT_FOREVER"
             raise ConfigurationError(msg)
         target, record = self._start("retry after the window", handler, ids)
         provider.fail_next("accept_then_timeout")
         lock = threading.Lock()
         with self.tap.armed():
             record.outcomes.append(self._once(target, message, record, lock))
-            clock.advance(provider.window + self.lease + dt.timedelta(seconds=1))
+            window = provider.window or dt.timedelta(0)
+            clock.advance(window + self.lease + dt.timedelta(seconds=1))
             record.outcomes += self._settle(target, message, record, lock)
         return self._finish(record)
 

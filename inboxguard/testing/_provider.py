@@ -47,7 +47,8 @@ class FakeProvider:
 
     Args:
         clock: the clock its window is measured with (share the test's).
-        window: how long a key is remembered (None: forever).
+        window: how long a key is remembered (``KEYS_KEPT_FOREVER``: forever;
+            None: never, the provider has no idempotency).
         lookup: whether it offers a lookup.
         name: the contract's name (stored with each effect by the ledger).
     """
@@ -166,7 +167,7 @@ class FakeProvider:
         now = checked_now(self.clock)
         digest = digest_of(payload)
         kept = self._kept.get(key)
-        if kept is not None and (self.window is None or now < kept.first_at + self.window):
+        if kept is not None and self.contract.remembers(kept.first_at, now):
             if kept.digest != digest:
                 msg = f"fake provider: key {key!r} was used with another payload"
                 raise ProviderRejectedError(msg, reason="idempotency_error")

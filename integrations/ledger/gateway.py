@@ -216,7 +216,7 @@ class SandboxGateway:
         k = self.keys_t
         with self.engine.begin() as conn:
             row = conn.execute(select(k).where(k.c.idem_key == key)).one()
-            remembered = self.window is None or now < row.first_at + self.window
+            remembered = self.contract.remembers(row.first_at, now)
             if remembered:
                 if row.digest != digest:
                     msg = "Idempotency-Key reused with different parameters"

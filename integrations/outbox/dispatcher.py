@@ -5,7 +5,10 @@ consumer of this app reads it) or ``dramatiq`` (messages for the Dramatiq
 reference app's ``ship`` actor, on the queue ``OUTBOX_QUEUE``).
 ``OUTBOX_SEND_DELAY`` (seconds) slows each send, and ``OUTBOX_TRACE=1``
 prints ``sent <command_id>`` after each confirmed publish, so a test can
-kill the process in the middle of a batch.
+kill the process in the middle of a batch. ``OUTBOX_HOLD_AFTER=N`` makes the
+send after the N-th publish wait (up to two minutes, then fail as
+undelivered): the process then holds a batch it has partly published and not
+recorded for as long as a test needs, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -63,12 +66,19 @@ def transport_for(settings: Settings) -> Any:
         inner = kombu_transport(settings)
     delay = float(os.environ.get("OUTBOX_SEND_DELAY", "0"))
     trace = os.environ.get("OUTBOX_TRACE") == "1"
+    hold_after = int(os.environ.get("OUTBOX_HOLD_AFTER", "0"))
     pid = os.getpid()
+    published = 0
 
     def send(message: inboxguard.OutboxMessage) -> dict[str, Any]:
+        nonlocal published
+        if hold_after and published >= hold_after:
+            time.sleep(120)
+            raise ConnectionError("held for the test (OUTBOX_HOLD_AFTER)")
         if delay:
             time.sleep(delay)
         receipt = inner(message)
+        published += 1
         if trace:
             print(f"sent {message.command_id}", flush=True)
         return {**receipt, "pid": pid}

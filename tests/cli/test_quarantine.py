@@ -198,3 +198,71 @@ def test_l19_replay_refuses_what_it_cannot_replay(
     assert exit_info.value.code == 2
     assert "--reason" in capsys.readouterr().err
     assert inbox.quarantine_replays(no_route) == []
+
+
+#: What :func:`recording_transport` was handed, in order.
+PUBLISHED: list[inboxguard.OutboxMessage] = []
+
+
+def recording_transport() -> Any:
+    """A ``--transport`` factory that keeps what it is handed."""
+
+    def send(message: inboxguard.OutboxMessage) -> dict[str, int]:
+        PUBLISHED.append(message)
+        return {"n": len(PUBLISHED)}
+
+    return send
+
+
+def test_p12_a_resolved_record_is_replayed_only_with_again_and_it_is_recorded(
+    inbox: inboxguard.Inbox, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    PUBLISHED.clear()
+    record_id = _exhausted(inbox, "c-8", "billing")
+    replay = ["quarantine", "replay", str(record_id), "--db", db_url, "--prefix", prefix]
+    replay += ["--transport", "tests.cli.test_quarantine:recording_transport"]
+    assert main([*replay, "--reason", "after the fix", "--by", "ana"]) == 0
+    capsys.readouterr()
+    # Resolved now: a second replay is refused, in one line, and publishes nothing.
+    assert main([*replay, "--reason", "once more", "--by", "bob"]) == 1
+    err = capsys.readouterr().err
+    assert "--again" in err
+    assert err.count("\n") == 1
+    assert len(PUBLISHED) == 1
+    assert main([*replay, "--reason", "once more", "--by", "bob", "--again"]) == 0
+    assert len(PUBLISHED) == 2
+    first, again = inbox.quarantine_replays(record_id)
+    assert (first.replayed_by, again.replayed_by) == ("ana", "bob")
+    assert again.reason.startswith("once more (again")
+
+
+def test_p13_list_pages_through_every_record_with_a_total(
+    inbox: inboxguard.Inbox, db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [_exhausted(inbox, f"c-{n}", "billing") for n in range(5)]
+    listing = ["quarantine", "list", "--db", db_url, "--prefix", prefix, "--limit", "2"]
+    seen: list[int] = []
+    after: list[str] = []
+    for _ in range(3):
+        assert main([*listing, *after]) == 0
+        out = capsys.readouterr().out
+        rows = [line.split()[0] for line in out.splitlines()[1:-1] if line[:1].isdigit()]
+        seen += [int(r) for r in rows]
+        summary = out.splitlines()[-1]
+        assert f"{len(rows)} shown of 5 open records" in summary
+        if "--after" in summary:
+            after = ["--after", summary.rsplit(" ", 1)[-1]]
+    assert seen == ids
+    assert inboxguard.quarantine_count(inbox.engine, table_prefix=prefix) == 5
+    page = inboxguard.quarantine_list(inbox.engine, table_prefix=prefix, after=ids[3])
+    assert [r.id for r in page] == [ids[4]]
+
+
+def test_p17_an_operators_reason_the_database_cannot_store_is_kept_escaped(
+    inbox: inboxguard.Inbox,
+) -> None:
+    record_id = _exhausted(inbox, "c-9", "billing")
+    done = inbox.resolve_quarantine(record_id, actor="ana\x00", reason="fixed \x00 \ud800 it")
+    assert done is True
+    [action] = inbox.quarantine_actions(record_id)
+    assert (action.actor, action.reason) == ("ana\\x00", "fixed \\x00 \\ud800 it")

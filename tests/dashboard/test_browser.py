@@ -1,4 +1,4 @@
-"""S5: the operator screen in a real headless Chromium (Debian's package,
+"""S5-S7 and S13: the operator screen in a real headless Chromium (Debian's package,
 installed by ``make browser``; never a downloaded one), served by the
 ``inboxguard dashboard`` command over a database the scenario runs filled."""
 
@@ -30,6 +30,8 @@ ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # Another site's name, rebound to this machine (DNS rebinding, S13).
+    "--host-resolver-rules=MAP rebound.example 127.0.0.1",
 ]
 TOKEN = "browser-test-token"
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,4 +187,23 @@ def test_s7_release_needs_the_token_and_records_who_and_why(
     assert page.url.endswith(f"/quarantine/{record}?done=release")
     assert page.inner_text("#status") != "open"
     assert "release by ana: the producer's payload was fixed" in page.inner_text("#actions")
+    page.close()
+
+
+def test_s13_a_rebound_name_reads_nothing_in_chromium(
+    site: str, browser: Any, filled: tuple[str, str, Filled]
+) -> None:
+    """A page of rebound.example, whose name now resolves to 127.0.0.1, is
+    same-origin with anything served there: the dashboard refuses its Host."""
+    record = filled[2].quarantine["order-3"]
+    rebound = site.replace("127.0.0.1", "rebound.example")
+    page = browser.new_page()
+    for path in ("/", f"/quarantine/{record}"):
+        answer = page.goto(f"{rebound}{path}")
+        assert answer is not None
+        assert answer.status == 400
+        text = page.inner_text("body")
+        assert "--allowed-host" in text
+        assert "order-3" not in text
+    assert page.goto(f"{site}/quarantine/{record}").status == 200  # type: ignore[union-attr]
     page.close()

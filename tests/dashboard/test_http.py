@@ -32,7 +32,11 @@ def engine(filled: tuple[str, str, Filled]) -> Iterator[Engine]:
 
 def _client(engine: Engine, prefix: str, token: str | None) -> TestClient:
     app = inboxguard.dashboard_app(
-        engine, token=token, table_prefix=prefix, sample_every=dt.timedelta(seconds=30)
+        engine,
+        token=token,
+        table_prefix=prefix,
+        sample_every=dt.timedelta(seconds=30),
+        allowed_hosts=["dash.local"],
     )
     return TestClient(app, base_url="http://dash.local", follow_redirects=False)
 
@@ -123,8 +127,8 @@ def test_s3_payloads_are_escaped_and_no_secret_is_shown(
 
 
 def test_s4_bad_settings_are_refused_with_the_fix(engine: Engine) -> None:
-    with pytest.raises(inboxguard.ConfigurationError, match="at least 8 characters"):
-        inboxguard.dashboard_app(engine, token="short")
+    with pytest.raises(inboxguard.ConfigurationError, match="at least 16 characters"):
+        inboxguard.dashboard_app(engine, token="fifteen-chars!!")
     with pytest.raises(inboxguard.ConfigurationError, match="sample_every"):
         inboxguard.dashboard_app(engine, sample_every=dt.timedelta(0))
 

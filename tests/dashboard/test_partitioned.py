@@ -35,7 +35,11 @@ def pbox(pg_url: str, prefix: str) -> Iterator[inboxguard.Inbox]:
 
 def _client(engine: Engine, prefix: str) -> TestClient:
     app = inboxguard.dashboard_app(
-        engine, token=TOKEN, table_prefix=prefix, sample_every=dt.timedelta(seconds=30)
+        engine,
+        token=TOKEN,
+        table_prefix=prefix,
+        sample_every=dt.timedelta(seconds=30),
+        allowed_hosts=["dash.local"],
     )
     return TestClient(app, base_url="http://dash.local", follow_redirects=False)
 

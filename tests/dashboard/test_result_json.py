@@ -17,7 +17,10 @@ def test_p22_the_stored_result_is_shown_as_json(inbox: inboxguard.Inbox) -> None
         with inbox.guard(session, consumer="orders", command_id="o-77", payload={"n": 1}) as entry:
             entry.result = {"shipped": True, "label": None, "parcel": "p-1"}
     app = inboxguard.dashboard_app(
-        inbox.engine, table_prefix=inbox.table_prefix, sample_every=dt.timedelta(seconds=30)
+        inbox.engine,
+        table_prefix=inbox.table_prefix,
+        sample_every=dt.timedelta(seconds=30),
+        allowed_hosts=["dash.local"],
     )
     with TestClient(app, base_url="http://dash.local") as client:
         page = client.get("/search", params={"q": "o-77"})

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from inboxguard import (
+    KEYS_KEPT_FOREVER,
     ConfigurationError,
     MismatchBehaviour,
     Provider,
@@ -39,7 +40,9 @@ def test_l09_contract_can_declare_a_lookup_the_adapter_implements() -> None:
     assert stripe.supports_lookup is True
     start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert stripe.window_end(start) == start + dt.timedelta(hours=24)
-    assert ProviderContract().window_end(start) is None
+    forever = ProviderContract(idempotency_window=KEYS_KEPT_FOREVER)
+    assert forever.window_end(start) is None
+    assert forever.remembers(start, start + dt.timedelta(days=10_000))
 
 
 @pytest.mark.parametrize(
@@ -53,11 +56,12 @@ def test_l09_contract_can_declare_a_lookup_the_adapter_implements() -> None:
 )
 def test_l09_bad_contract_names_the_field(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigurationError, match=field):
-        ProviderContract(**kwargs)  # type: ignore[arg-type]
+        ProviderContract(**{"idempotency_window": None, **kwargs})  # type: ignore[arg-type]
 
 
 def test_l09_on_mismatch_accepts_its_string_value() -> None:
-    assert ProviderContract(on_mismatch="reject").on_mismatch is MismatchBehaviour.REJECT  # type: ignore[arg-type]
+    contract = ProviderContract(idempotency_window=None, on_mismatch="reject")  # type: ignore[arg-type]
+    assert contract.on_mismatch is MismatchBehaviour.REJECT
 
 
 @pytest.mark.parametrize("reference", ["", None, "x" * 256, 42])

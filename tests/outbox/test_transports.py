@@ -113,7 +113,8 @@ def test_o10_celery_sends_the_command_id_as_task_id_and_header(broker, pg_outbox
     from inboxguard.adapters.celery.transport import CeleryTransport
 
     queue_name = unique("celery")
-    app = Celery("producer", broker=BROKERS[broker])
+    # Not the current app: a shared task of a later test must not resolve to it.
+    app = Celery("producer", broker=BROKERS[broker], set_as_current=False)
     app.conf.broker_transport_options = {"confirm_publish": True}
     payloads = {
         "invoice.charge:id=1": {"args": [1], "kwargs": {"cycle": "2026-11"}},

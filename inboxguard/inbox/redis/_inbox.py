@@ -325,11 +325,21 @@ class RedisInbox:
         return write_quarantine(self.client, self.keys, request.values)
 
     def quarantined(
-        self, consumer: str | None = None, *, status: str | None = "open", limit: int | None = None
+        self,
+        consumer: str | None = None,
+        *,
+        status: str | None = "open",
+        limit: int | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
         """Return quarantine records (open ones by default; ``None``: every
-        status), oldest first, at most ``limit`` of them."""
-        return self._records.quarantine(consumer, status, limit=limit)
+        status), oldest first, at most ``limit`` of them; ``after`` skips to
+        the records whose id is greater (the next page after that id)."""
+        return self._records.quarantine(consumer, status, limit=limit, after=after)
+
+    def quarantine_count(self, consumer: str | None = None, *, status: str | None = "open") -> int:
+        """How many quarantine records :meth:`quarantined` would list without a limit."""
+        return len(self._records.quarantine(consumer, status))
 
     def quarantine_record(self, record_id: int) -> QuarantineRecord | None:
         """Return the quarantine record with this id, whatever its status, or None."""

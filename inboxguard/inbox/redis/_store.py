@@ -107,12 +107,15 @@ class RedisRecords:
         *,
         record_id: int | None = None,
         limit: int | None = None,
+        after: int | None = None,
     ) -> list[QuarantineRecord]:
-        """Quarantine records, oldest (lowest id) first."""
+        """Quarantine records, oldest (lowest id) first (only ids above ``after``)."""
         if record_id is not None:
             ids: list[Any] = [record_id]
         else:
             ids = list(self._client.zrange(self._keys.quarantine_index, 0, -1))
+        if after is not None:
+            ids = [found for found in ids if int(_text(found)) > after]
         pipe = self._client.pipeline(transaction=False)
         for found in ids:
             pipe.hgetall(self._keys.quarantine_record + _text(found))
