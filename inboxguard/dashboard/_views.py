@@ -67,7 +67,7 @@ class CommandView:
     @property
     def open_quarantine(self) -> int:
         """Open quarantine records of the command."""
-        return sum(1 for d in self.explanation.quarantine if d.record.status == "open")
+        return self.explanation.quarantine_open
 
 
 @dataclass(frozen=True, slots=True)
