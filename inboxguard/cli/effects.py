@@ -1,15 +1,17 @@
 """``inboxguard effects``: inspect and settle the effect ledger from a shell.
 
-    inboxguard effects list --db URL [--state unknown]
+    inboxguard effects list --db URL [--state unknown] [--limit N] [--after CURSOR]
     inboxguard effects show KEY --db URL
     inboxguard effects reconcile --db URL --provider pkg.module:factory [--older-than 300]
     inboxguard effects resolve KEY --db URL (--applied REFERENCE | --not-applied) --note TEXT
 
-``--provider`` names the provider to look effects up with: an object or a
-zero-argument factory, as ``module:attribute`` (resolved from the current
-directory). Output is text for people, JSON with ``--json``; the exit status
-is 0 on success, 1 when no such effect exists or ``reconcile`` leaves effects
-for an operator, 2 on bad input, 3 when the database cannot be reached.
+``list`` shows a page of effects, least recently updated first, with the
+total and the ``--after`` cursor of the next page. ``--provider`` names the
+provider to look effects up with: an object or a zero-argument factory, as
+``module:attribute`` (resolved from the current directory). Output is text
+for people, JSON with ``--json``; the exit status is 0 on success, 1 when no
+such effect exists or ``reconcile`` leaves effects for an operator, 2 on bad
+input, 3 when the database cannot be reached.
 """
 
 from __future__ import annotations
@@ -18,13 +20,21 @@ import argparse
 import dataclasses
 import datetime as dt
 import enum
+import shlex
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import EffectLedger, EffectRecord, EffectState, Provider, Receipt
+from inboxguard import (
+    ConfigurationError,
+    EffectLedger,
+    EffectRecord,
+    EffectState,
+    Provider,
+    Receipt,
+)
 from inboxguard.cli._app import resolve_object
-from inboxguard.cli._args import add_database, add_json, recorded_text
+from inboxguard.cli._args import add_database, add_json, positive_int, recorded_text
 from inboxguard.cli._command import fail, run_on_database
 from inboxguard.cli._output import (
     EXIT_FOUND,
@@ -51,7 +61,12 @@ def register(subparsers: Any) -> None:
     listing = actions.add_parser("list", help="effects, least recently updated first")
     common(listing)
     listing.add_argument("--state", choices=[s.value for s in _states()])
-    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--limit", type=positive_int, default=100, metavar="N")
+    listing.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="the page after this cursor (printed at the end of the previous page)",
+    )
     listing.set_defaults(func=_command(_list, read_only=True))
 
     show = actions.add_parser("show", help="one effect with its history")
@@ -92,14 +107,25 @@ def _ledger(engine: Engine, args: argparse.Namespace) -> EffectLedger:
 
 
 def _list(engine: Engine, args: argparse.Namespace) -> int:
-    records = _ledger(engine, args).effects(state=args.state, limit=args.limit)
-    if args.json:
-        emit_json([_summary(r) for r in records])
+    ledger = _ledger(engine, args)
+    try:
+        records = ledger.effects(state=args.state, limit=args.limit, after=args.after)
+    except ConfigurationError as error:
+        raise UsageError(str(error).replace("after=", "--after ", 1)) from None
+    if args.json:  # each item's cursor is the --after of the page that follows it
+        emit_json([{**_summary(r), "cursor": r.cursor} for r in records])
         return EXIT_OK
     rows = [
         (r.effect_key, r.provider, r.state, r.applied, r.attempts, r.updated_at) for r in records
     ]
     table(("EFFECT", "PROVIDER", "STATE", "APPLIED", "ATTEMPTS", "UPDATED"), rows)
+    more = (
+        f"; next page: --after {shlex.quote(records[-1].cursor)}"
+        if len(records) == args.limit
+        else ""
+    )
+    what = f"{args.state} effects" if args.state else "effects"
+    print(f"{len(records)} shown of {ledger.count(state=args.state)} {what}{more}")
     return EXIT_OK
 
 

@@ -1,26 +1,30 @@
 """``inboxguard explain CONSUMER COMMAND_ID``: why a command was, or would
 be, skipped.
 
-    inboxguard explain CONSUMER COMMAND_ID [--db URL] [--prefix P] [--json]
-    inboxguard explain CONSUMER COMMAND_ID --redis URL [--key-prefix P] [--hash-tag T] [--json]
+    inboxguard explain CONSUMER COMMAND_ID [--db URL] [--prefix P] [--limit N] [--json]
+    inboxguard explain CONSUMER COMMAND_ID --redis URL [--key-prefix P] [--hash-tag T]
+                       [--limit N] [--json]
 
 Prints the verdict, the stored digest with its processing and expiry times,
-each quarantine record with its incoming digest and the actions taken on
-it, the ledger's effects of the command and its outbox row. Read-only.
+the command's oldest ``--limit`` (default 100) quarantine records with
+their incoming digests and the actions taken on them, how many records it
+has in all (and the ``quarantine list`` command that pages through them),
+the ledger's effects of the command and its outbox row. Read-only.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from inboxguard import CommandExplanation, InboxStore, explain
-from inboxguard.cli._args import add_json
+from inboxguard.cli._args import add_json, positive_int
 from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human, plain
-from inboxguard.cli._redis import add_inbox_target
+from inboxguard.cli._redis import DEFAULT_KEY_PREFIX, add_inbox_target
 
 __all__ = ["register"]
 
@@ -42,6 +46,13 @@ def register(subparsers: Any) -> None:
         metavar="T",
         help="with --redis: the command ID's own hash tag (checked; not needed to find it)",
     )
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="show at most N quarantine records, the oldest (default 100; the total is shown)",
+    )
     add_json(parser)
     parser.set_defaults(func=lambda args: run_on_inbox("explain", args, _run, read_only=True))
 
@@ -57,19 +68,34 @@ def _run(engine: Engine | InboxStore, args: argparse.Namespace) -> int:
         command_id=args.command_id,
         table_prefix=args.prefix,
         hash_tag=args.hash_tag,
+        quarantine_limit=args.limit,
     )
+    sql = isinstance(engine, Engine)
+    rest = _rest(found, sql, args.prefix if sql else args.key_prefix or DEFAULT_KEY_PREFIX)
     if args.json:
         shown = plain(found)
         if shown["evidence"] is not None:
             # The same name as each quarantine record's; "digest" stays for old scripts.
             shown["evidence"]["stored_digest"] = shown["evidence"]["digest"]
+        shown["quarantine_rest"] = rest
         emit_json(shown)
     else:
-        _print(found)
+        _print(found, rest)
     return EXIT_OK
 
 
-def _print(found: CommandExplanation) -> None:
+def _rest(found: CommandExplanation, sql: bool, prefix: str) -> str | None:
+    """The command that pages through the records not shown, or None when all are."""
+    if found.quarantine_total <= len(found.quarantine) or not found.quarantine:
+        return None
+    where = "--prefix" if sql else "--key-prefix"
+    return (
+        f"inboxguard quarantine list --consumer {shlex.quote(found.consumer)} --status all"
+        f" {where} {shlex.quote(prefix)} --after {found.quarantine[-1].record.id}"
+    )
+
+
+def _print(found: CommandExplanation, rest: str | None) -> None:
     fields(
         [
             ("consumer", found.consumer),
@@ -92,7 +118,13 @@ def _print(found: CommandExplanation) -> None:
                 ("  result_expires_at", ev.result_expires_at),
             ]
         )
-    print(f"\nquarantine records: {len(found.quarantine) or 'none'}")
+    if rest is None:
+        print(f"\nquarantine records: {len(found.quarantine) or 'none'}")
+    else:
+        print(
+            f"\nquarantine records: {len(found.quarantine)} shown of {found.quarantine_total}"
+            f" ({found.quarantine_open} open); the rest: {rest}"
+        )
     for detail in found.quarantine:
         r = detail.record
         print(f"  #{r.id} {r.reason} ({r.status}), seen {r.occurrences}x")

@@ -179,12 +179,28 @@ class _Site:
     async def front(self, request: Any) -> Any:
         raw = request.query_params.get("after", "")
         after = int(raw) if raw.isdigit() else None
+        unknown_after = request.query_params.get("unknown_after") or None
         try:
-            view = await self.read(overview, self.engine, self.prefix, self.history, after=after)
+            view = await self.read(
+                overview,
+                self.engine,
+                self.prefix,
+                self.history,
+                after=after,
+                unknown_after=unknown_after,
+            )
+        except ConfigurationError:
+            text = "unknown_after is not a page cursor; follow the page's own next link."
+            return self.message(400, "Bad page", text)
         except InboxGuardError as error:
             return self.message(503, "Cannot read the tables", str(error))
         return self.page(
-            "overview.html", view=view, chart=chart(view.history), horizon=self.horizon
+            "overview.html",
+            view=view,
+            chart=chart(view.history),
+            horizon=self.horizon,
+            after=after,
+            unknown_after=unknown_after,
         )
 
     async def search(self, request: Any) -> Any:

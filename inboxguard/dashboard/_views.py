@@ -67,7 +67,7 @@ class CommandView:
     @property
     def open_quarantine(self) -> int:
         """Open quarantine records of the command."""
-        return sum(1 for d in self.explanation.quarantine if d.record.status == "open")
+        return self.explanation.quarantine_open
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,22 +83,36 @@ class Overview:
     quarantine_total: int = 0
     #: The ``after`` of the queue's next page (None: this is the last page).
     next_after: int | None = None
-    #: Effects in ``unknown`` in all (the table shows the oldest ``limit``).
+    #: Effects in ``unknown`` in all (the table shows one page of them).
     unknown_total: int = 0
+    #: The cursor of the unknown effects' next page (None: this is the last page).
+    unknown_next: str | None = None
 
 
 def overview(
-    engine: Engine, prefix: str, history: History, limit: int = 50, after: int | None = None
+    engine: Engine,
+    prefix: str,
+    history: History,
+    limit: int = 50,
+    after: int | None = None,
+    unknown_after: str | None = None,
 ) -> Overview:
     """Read the front page (and record a sample of the outbox for the chart);
     the quarantine queue is the page of ``limit`` open records after the id
-    ``after``."""
+    ``after``, the unknown effects the page of ``limit`` after the cursor
+    ``unknown_after`` (see :attr:`~inboxguard.EffectRecord.cursor`).
+
+    Raises:
+        ConfigurationError: ``unknown_after`` is not a cursor.
+    """
     reading = stats(engine, table_prefix=prefix)
     history.add(reading)
     unknown: Sequence[EffectRecord] = ()
     if reading.effects is not None:
         ledger = EffectLedger(engine, table_prefix=prefix, telemetry=False)
-        unknown = ledger.effects(state="unknown", limit=limit)
+        unknown = ledger.effects(state="unknown", limit=limit + 1, after=unknown_after)
+    unknown_more = len(unknown) > limit
+    unknown = unknown[:limit]
     queue: Sequence[QuarantineRecord] = ()
     total = 0
     if reading.consumers is not None:
@@ -117,6 +131,7 @@ def overview(
         quarantine_total=total,
         next_after=queue[-1].id if more else None,
         unknown_total=unknown_total,
+        unknown_next=unknown[-1].cursor if unknown_more else None,
     )
 
 

@@ -20,7 +20,7 @@ from inboxguard._core.identity import validate_identity
 from inboxguard._telemetry import check_switch, telemetry_for
 from inboxguard.effects._guarded import refuse_inside_sqlite_guard
 from inboxguard.effects._recorder import Recorder
-from inboxguard.effects._records import EffectRecord, ReconcileReport
+from inboxguard.effects._records import EffectRecord, ReconcileReport, parse_cursor
 from inboxguard.effects._rules import (
     check_digest,
     check_lease,
@@ -145,20 +145,28 @@ class EffectLedger:
         return self._store.read(validate_identity(effect_key, "effect_key"), history=True)
 
     def effects(
-        self, *, state: EffectState | str | None = None, limit: int = 100
+        self, *, state: EffectState | str | None = None, limit: int = 100, after: str | None = None
     ) -> list[EffectRecord]:
-        """Records (without history), least recently updated first.
+        """Records (without history), least recently updated first, then by
+        key; ``after`` (the :attr:`~EffectRecord.cursor` of the last record of
+        a page) gives the next page. A record updated while paging moves to
+        the end of the order, so it is listed again on a later page, never
+        skipped.
+
+        Raises:
+            ConfigurationError: ``state`` names no state, or ``after`` is not
+                a cursor.
+        """
+        cursor = None if after is None else parse_cursor(after)
+        return self._store.select(states=_states(state), limit=limit, after=cursor)
+
+    def count(self, *, state: EffectState | str | None = None) -> int:
+        """How many records :meth:`effects` would list without a limit.
 
         Raises:
             ConfigurationError: ``state`` names no state.
         """
-        try:
-            states = None if state is None else (EffectState(state),)
-        except ValueError:
-            names = ", ".join(s.value for s in EffectState)
-            msg = f"state {state!r} is not an effect state; use one of {names}"
-            raise ConfigurationError(msg) from None
-        return self._store.select(states=states, limit=limit)
+        return self._store.count(_states(state))
 
     # -- execute --------------------------------------------------------------------------
 
@@ -372,3 +380,12 @@ class EffectLedger:
             receipt=receipt,
             note=note,
         )
+
+
+def _states(state: EffectState | str | None) -> tuple[EffectState, ...] | None:
+    try:
+        return None if state is None else (EffectState(state),)
+    except ValueError:
+        names = ", ".join(s.value for s in EffectState)
+        msg = f"state {state!r} is not an effect state; use one of {names}"
+        raise ConfigurationError(msg) from None

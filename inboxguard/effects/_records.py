@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from inboxguard.effects.provider import Receipt
 from inboxguard.effects.state import EffectState
+from inboxguard.errors import ConfigurationError
 
 __all__ = ["EffectRecord", "EffectTransition", "ReconcileReport"]
 
@@ -60,6 +61,33 @@ class EffectRecord:
     created_at: dt.datetime
     updated_at: dt.datetime
     history: tuple[EffectTransition, ...] = ()
+
+    @property
+    def cursor(self) -> str:
+        """The ``after`` of the page that follows this record in
+        :meth:`EffectLedger.effects <inboxguard.EffectLedger.effects>`: its
+        last update and key, ``2026-12-01T21:40:11.123456+00:00,invoice-42/charge``."""
+        return f"{self.updated_at.astimezone(dt.UTC).isoformat()},{self.effect_key}"
+
+
+def parse_cursor(text: str) -> tuple[dt.datetime, str]:
+    """The update time and key an :attr:`EffectRecord.cursor` names.
+
+    Raises:
+        ConfigurationError: ``text`` is not a cursor.
+    """
+    at, sep, key = text.partition(",") if isinstance(text, str) else ("", "", "")
+    try:
+        when = dt.datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if not sep or not key or when is None or when.tzinfo is None:
+        msg = (
+            f"after={text!r} is not an effect page cursor; pass the cursor the previous"
+            " page ended with (an aware ISO time, a comma, the effect key)"
+        )
+        raise ConfigurationError(msg)
+    return when.astimezone(dt.UTC), key
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -249,10 +249,18 @@ class Store:
         provider: str | None = None,
         updated_before: dt.datetime | None = None,
         limit: int = 100,
+        after: tuple[dt.datetime, str] | None = None,
     ) -> list[EffectRecord]:
-        """Records matching the filters, least recently updated first."""
+        """Records matching the filters, least recently updated first (then by
+        key); ``after`` (an update time and key) starts past that record."""
         effects = self.tables.effects
         stmt = select(effects).order_by(effects.c.updated_at, effects.c.effect_key).limit(limit)
+        if after is not None:
+            at, key = after
+            later = effects.c.updated_at > at
+            stmt = stmt.where(
+                or_(later, and_(effects.c.updated_at == at, effects.c.effect_key > key))
+            )
         if states is not None:
             stmt = stmt.where(effects.c.state.in_([str(s) for s in states]))
         if provider is not None:
@@ -262,6 +270,15 @@ class Store:
         with self._connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [to_record(row, ()) for row in rows]
+
+    def count(self, states: tuple[EffectState, ...] | None = None) -> int:
+        """How many records are in ``states`` (None: every record)."""
+        effects = self.tables.effects
+        stmt = select(func.count()).select_from(effects)
+        if states is not None:
+            stmt = stmt.where(effects.c.state.in_([str(s) for s in states]))
+        with self._connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
 
 
 def prepared_row(

@@ -518,9 +518,17 @@ class Inbox:
         found = self._quarantine.records(None, None, record_id=record_id)
         return found[0] if found else None
 
-    def quarantine_records_of(self, consumer: str, command_id: str) -> list[QuarantineRecord]:
-        """Every quarantine record (any status) of one command, oldest first."""
-        return self._quarantine.records(consumer, None, command_id=command_id)
+    def quarantine_records_of(
+        self, consumer: str, command_id: str, *, limit: int | None = None
+    ) -> list[QuarantineRecord]:
+        """Every quarantine record (any status) of one command, oldest first;
+        with ``limit``, the oldest ``limit`` of them."""
+        return self._quarantine.records(consumer, None, command_id=command_id, limit=limit)
+
+    def quarantine_statuses_of(self, consumer: str, command_id: str) -> dict[str, int]:
+        """How many quarantine records of one command have each status
+        (``{"open": 2, "resolved": 4998}``), in one query."""
+        return self._quarantine.statuses(consumer, command_id)
 
     def resolve_quarantine(
         self, record_id: int, *, actor: str | None = None, reason: str | None = None
@@ -588,14 +596,15 @@ class Inbox:
         return self._quarantine.replays(record_id)
 
     def quarantine_trails_of(
-        self, consumer: str, command_id: str
+        self, consumer: str, command_id: str, *, through: int | None = None
     ) -> tuple[list[QuarantineReplay], list[QuarantineAction]]:
         """The replays and the actions of every quarantine record of one
-        command, oldest first, in two queries whatever the number of records."""
+        command (only those whose id is at most ``through``, when given),
+        oldest first, in two queries whatever the number of records."""
         command = (consumer, command_id)
         return (
-            self._quarantine.replays(None, command=command),
-            self._quarantine.actions(None, command=command),
+            self._quarantine.replays(None, command=command, through=through),
+            self._quarantine.actions(None, command=command, through=through),
         )
 
     # -- evidence and upkeep --------------------------------------------------------------

@@ -242,19 +242,37 @@ class QuarantineStore:
         conn.execute(delete(ev).where(*which))
         return str(found[0]), found[1]
 
-    def _of_command(self, consumer: str, command_id: str) -> Any:
-        """The ids of one command's records, as a subquery (its index serves it)."""
+    def statuses(self, consumer: str, command_id: str) -> dict[str, int]:
+        """How many records of one command have each status, in one query."""
         q = self._table
-        return select(q.c.id).where(q.c.consumer == consumer, q.c.command_id == command_id)
+        stmt = (
+            select(q.c.status, func.count())
+            .where(q.c.consumer == consumer, q.c.command_id == command_id)
+            .group_by(q.c.status)
+        )
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            return {str(status): int(n) for status, n in conn.execute(stmt).all()}
+
+    def _of_command(self, consumer: str, command_id: str, through: int | None) -> Any:
+        """The ids of one command's records (up to ``through``), as a subquery
+        (its index serves it)."""
+        q = self._table
+        stmt = select(q.c.id).where(q.c.consumer == consumer, q.c.command_id == command_id)
+        return stmt if through is None else stmt.where(q.c.id <= through)
 
     def actions(
-        self, record_id: int | None, *, command: tuple[str, str] | None = None
+        self,
+        record_id: int | None,
+        *,
+        command: tuple[str, str] | None = None,
+        through: int | None = None,
     ) -> list[QuarantineAction]:
         """The releases and resolutions recorded for one record, or for every
-        record of ``command`` (consumer, command ID) in one query, oldest first."""
+        record of ``command`` (consumer, command ID) whose id is at most
+        ``through`` in one query, oldest first."""
         a = self._actions
         which = (
-            a.c.quarantine_id.in_(self._of_command(*command))
+            a.c.quarantine_id.in_(self._of_command(*command, through))
             if command is not None
             else a.c.quarantine_id == record_id
         )
@@ -289,12 +307,14 @@ class QuarantineStore:
         *,
         replay_id: int | None = None,
         command: tuple[str, str] | None = None,
+        through: int | None = None,
     ) -> list[QuarantineReplay]:
         """The replays of one quarantine record, or of every record of
-        ``command`` (consumer, command ID) in one query, oldest first."""
+        ``command`` (consumer, command ID) whose id is at most ``through`` in
+        one query, oldest first."""
         r = self._replays
         which = (
-            r.c.quarantine_id.in_(self._of_command(*command))
+            r.c.quarantine_id.in_(self._of_command(*command, through))
             if command is not None
             else r.c.quarantine_id == record_id
         )

@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 
 from inboxguard._core.clock import Clock, checked_now, utc_now
 from inboxguard.effects import EffectLedger, EffectRecord
+from inboxguard.errors import ConfigurationError
 from inboxguard.inbox import InboxRecord, InboxStore
 from inboxguard.operations._quarantine import open_inbox, quarantine_details_of
 from inboxguard.operations._records import CommandExplanation
@@ -32,6 +33,7 @@ def explain(
     clock: Clock | None = None,
     effects_limit: int = 20,
     hash_tag: str | None = None,
+    quarantine_limit: int = 100,
 ) -> CommandExplanation:
     """Explain the inbox's decision for ``command_id`` at ``consumer``: the
     stored evidence, every quarantine record with its actions, the ledger's
@@ -40,16 +42,22 @@ def explain(
     :class:`~inboxguard.RedisInbox`, its evidence (``hash_tag``, when given,
     must be the command ID's own tag) and records; no effects or outbox row.
 
+    The quarantine part holds the command's oldest ``quarantine_limit``
+    records with the counts of all of them, read in the same few queries
+    however many there are.
+
     Raises:
-        ConfigurationError: the inbox tables are missing, or the prefix is
-            unusable.
+        ConfigurationError: the inbox tables are missing, the prefix is
+            unusable, or ``quarantine_limit`` is not a positive int.
     """
+    limit = _positive(quarantine_limit, "quarantine_limit")
     if not isinstance(engine, Engine):
-        return explain_redis(engine, consumer, command_id, hash_tag, clock)
+        return explain_redis(engine, consumer, command_id, hash_tag, clock, limit)
     now = checked_now(clock or utc_now)
     inbox = open_inbox(engine, table_prefix, clock)
     evidence = inbox.lookup(consumer, command_id)
-    records = inbox.quarantine_records_of(consumer, command_id)
+    counts = inbox.quarantine_statuses_of(consumer, command_id)
+    records = inbox.quarantine_records_of(consumer, command_id, limit=limit) if counts else []
     quarantine = quarantine_details_of(inbox, records, consumer, command_id)
     out_table, fx_table = outbox_tables(table_prefix).outbox, effect_tables(table_prefix).effects
     present = present_tables(engine, out_table, fx_table)
@@ -60,11 +68,28 @@ def explain(
         else None
     )
     verdict = "duplicate" if evidence is not None else "fresh"
-    open_count = sum(1 for r in records if r.status == "open")
+    open_count = counts.get("open", 0)
     summary = _summary(evidence, now, open_count)
     return CommandExplanation(
-        consumer, command_id, now, verdict, summary, evidence, quarantine, effects, outbox
+        consumer,
+        command_id,
+        now,
+        verdict,
+        summary,
+        evidence,
+        quarantine,
+        effects,
+        outbox,
+        quarantine_total=sum(counts.values()),
+        quarantine_open=open_count,
     )
+
+
+def _positive(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        msg = f"{name} must be a positive int (how many records to show), got {value!r}"
+        raise ConfigurationError(msg)
+    return value
 
 
 def _effects(

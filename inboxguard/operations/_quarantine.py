@@ -123,13 +123,14 @@ def quarantine_details_of(
 ) -> tuple[QuarantineDetail, ...]:
     """The records of one command with their audit trails, read in a bounded
     number of queries (one for the tables present, one per trail), however
-    many records the command has."""
+    many records the command has; ``records`` are the command's oldest, so
+    only the trails up to the last of them are read."""
     trails = inbox.tables.quarantine_replays, inbox.tables.quarantine_actions
     if not records:
         return ()
     present = present_tables(inbox.engine, *trails)
     if all(t.name in present for t in trails):
-        replays, actions = inbox.quarantine_trails_of(consumer, command_id)
+        replays, actions = inbox.quarantine_trails_of(consumer, command_id, through=records[-1].id)
     else:  # a database from before the trails: read what it has, record by record
         return tuple(quarantine_detail(inbox, r) for r in records)
     by_replay: dict[int, list[QuarantineReplay]] = {}

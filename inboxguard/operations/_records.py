@@ -100,10 +100,16 @@ class CommandExplanation:
       is older than the retention horizon (``beyond_retention``).
 
     ``summary`` says it in one sentence. ``evidence`` is the stored row
-    (digest, processed and expiry times), ``quarantine`` every record of the
-    command with its actions, ``effects`` the ledger's effects whose key is
+    (digest, processed and expiry times), ``quarantine`` the command's
+    records with their actions, ``effects`` the ledger's effects whose key is
     the command ID or starts with it followed by ``/``, ``:`` or ``.``, and
     ``outbox`` the outgoing row with the same command ID, if any.
+
+    ``quarantine`` holds the oldest records, at most the ``quarantine_limit``
+    given to :func:`~inboxguard.explain`; ``quarantine_total`` counts them
+    all and ``quarantine_open`` the open ones, so a command refused thousands
+    of times is explained in a bounded size (page through the rest with
+    :func:`~inboxguard.quarantine_list`).
     """
 
     consumer: str
@@ -115,3 +121,7 @@ class CommandExplanation:
     quarantine: tuple[QuarantineDetail, ...]
     effects: tuple[EffectRecord, ...]
     outbox: OutboxRow | None
+    #: Quarantine records of the command in all (``quarantine`` may show fewer).
+    quarantine_total: int = 0
+    #: Open quarantine records of the command in all.
+    quarantine_open: int = 0

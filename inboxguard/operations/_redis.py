@@ -51,8 +51,10 @@ def explain_redis(
     command_id: str,
     hash_tag: str | None,
     clock: Clock | None,
+    limit: int,
 ) -> CommandExplanation:
-    """:func:`inboxguard.explain` of a key-scanning store (no effects or outbox row).
+    """:func:`inboxguard.explain` of a key-scanning store (no effects or outbox
+    row), with the oldest ``limit`` quarantine records.
 
     Raises:
         ConfigurationError: the store is read through its database's tables.
@@ -62,9 +64,19 @@ def explain_redis(
     told = operations.explain(
         inbox, consumer=consumer, command_id=command_id, hash_tag=hash_tag, clock=lambda: now
     )
-    quarantine = tuple(quarantine_detail_redis(inbox, r) for r in told.quarantine)
+    quarantine = tuple(quarantine_detail_redis(inbox, r) for r in told.quarantine[:limit])
     return CommandExplanation(
-        consumer, command_id, now, told.verdict, told.summary, told.evidence, quarantine, (), None
+        consumer,
+        command_id,
+        now,
+        told.verdict,
+        told.summary,
+        told.evidence,
+        quarantine,
+        (),
+        None,
+        quarantine_total=len(told.quarantine),
+        quarantine_open=sum(1 for r in told.quarantine if r.status == "open"),
     )
 
 

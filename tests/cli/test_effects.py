@@ -1,15 +1,18 @@
-"""L11: ``inboxguard effects list|show|reconcile|resolve``."""
+"""L11: ``inboxguard effects list|show|reconcile|resolve``. P19: ``list``
+pages through every effect with a total and an ``--after`` cursor."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, insert
 
 from inboxguard import EffectLedger, EffectOutcomeUnknownError, EffectState
 from inboxguard.cli import main
+from inboxguard.sql.tables import effect_tables
 from integrations.ledger.gateway import SandboxGateway
 
 
@@ -98,3 +101,61 @@ def test_l11_reconcile_exits_1_when_an_effect_needs_an_operator(
     record = ledger.get("lost")
     assert record is not None
     assert record.state is EffectState.UNKNOWN
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_p19_list_pages_through_every_effect_with_a_total(
+    db_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = create_engine(db_url)
+    ledger = EffectLedger(engine, table_prefix=prefix)
+    ledger.create_schema()
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    rows = [  # 45 unknown, seven at a time updated at the same instant; 3 confirmed
+        {
+            "effect_key": f"invoice-{n}/charge",
+            "provider": "sandbox",
+            "digest": "0" * 64,
+            "state": "unknown" if n < 45 else "confirmed",
+            "version": 2,
+            "fencing_token": 1,
+            "attempts": 1,
+            "first_sent_at": base,
+            "created_at": base,
+            "updated_at": base + dt.timedelta(seconds=n // 7),
+        }
+        for n in range(48)
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(effect_tables(prefix).effects), rows)
+    db = ["--db", db_url, "--prefix", prefix]
+    try:
+        seen: list[str] = []
+        sizes: list[int] = []
+        after: list[str] = []
+        for _ in range(10):  # a cursor that never ends stops here
+            argv = ["effects", "list", "--state", "unknown", "--limit", "10", *after, *db]
+            assert main(argv) == 0
+            *lines, last = capsys.readouterr().out.strip().splitlines()
+            page = [line.split()[0] for line in lines[1:]]  # below the header
+            seen, sizes = seen + page, [*sizes, len(page)]
+            assert last.startswith(f"{len(page)} shown of 45 unknown effects")
+            if "next page: " not in last:
+                break
+            after = shlex.split(last.split("next page: ", 1)[1])
+        assert sizes == [10, 10, 10, 10, 5]
+        assert sorted(seen) == sorted(r["effect_key"] for r in rows[:45])
+        assert len(seen) == len(set(seen))
+
+        assert main(["effects", "list", "--limit", "47", "--json", *db]) == 0
+        *_, item = json.loads(capsys.readouterr().out)
+        assert main(["effects", "list", "--after", item["cursor"], "--json", *db]) == 0
+        assert [i["effect_key"] for i in json.loads(capsys.readouterr().out)] == [
+            "invoice-47/charge"
+        ]
+
+        assert main(["effects", "list", "--after", "yesterday", *db]) == 2
+        assert "--after 'yesterday' is not an effect page cursor" in capsys.readouterr().err
+    finally:
+        ledger.drop_schema()
+        engine.dispose()

@@ -4,24 +4,27 @@ S9: only the hosts the dashboard was started for are answered (DNS
 rebinding gets 400). S10: wrong tokens are throttled (429 after five, even
 for the right one) and a token is at least 16 characters. S11: mounted
 under a path, every link, form and the stylesheet stay under it. S12: the
-quarantine queue pages through every open record and shows the total.
+quarantine queue pages through every open record and shows the total. S14:
+so do the effects stuck in ``unknown``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, insert
 from sqlalchemy.engine import Engine
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 import inboxguard
+from inboxguard.sql.tables import effect_tables
 from tests.conftest import unique
 from tests.dashboard.scenario import Filled
 
@@ -135,4 +138,59 @@ def test_s12_the_quarantine_queue_pages_through_every_open_record_with_a_total(
         assert len(seen) == len(set(seen)) == 55
     finally:
         inbox.drop_schema()
+        engine.dispose()
+
+
+def _unknown_effects(engine: Engine, prefix: str, count: int) -> list[str]:
+    """``count`` effects left ``unknown``, thirty at a time updated at the same
+    instant (so a page can end inside a run of equal times), and two confirmed ones."""
+    ledger = inboxguard.EffectLedger(engine, table_prefix=prefix)
+    ledger.create_schema()
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    rows = []
+    for n in range(count + 2):
+        at = base + dt.timedelta(seconds=n // 30)
+        rows.append(
+            {
+                "effect_key": f"invoice-{n}/charge",
+                "provider": "sandbox",
+                "digest": "0" * 64,
+                "state": "unknown" if n < count else "confirmed",
+                "version": 2,
+                "fencing_token": 1,
+                "attempts": 1,
+                "first_sent_at": at,
+                "created_at": at,
+                "updated_at": at,
+            }
+        )
+    with engine.begin() as conn:
+        conn.execute(insert(effect_tables(prefix).effects), rows)
+    return [r["effect_key"] for r in rows[:count]]
+
+
+def test_s14_the_unknown_effects_page_through_every_one_with_a_total(pg_url: str) -> None:
+    engine = create_engine(pg_url)
+    prefix = unique("u") + "_"
+    keys = _unknown_effects(engine, prefix, 120)
+    try:
+        seen: list[str] = []
+        pages = 0
+        with TestClient(_app(engine, prefix), base_url="http://localhost") as client:
+            path: str | None = "/"
+            while path is not None and pages < 10:  # a next link that never ends stops here
+                page = client.get(path)
+                assert page.status_code == 200
+                pages += 1
+                assert "shown of 120 unknown" in page.text
+                table = page.text.split('id="unknown-effects"', 1)[1].split("</table>", 1)[0]
+                seen += re.findall(r'<tr><td><a href="/search\?q=[^"]+">([^<]+)</a>', table)
+                found = re.search(r'id="next-unknown" href="([^"]+)"', page.text)
+                path = html.unescape(found.group(1)) if found else None
+            assert client.get("/?unknown_after=not-a-cursor").status_code == 400
+        assert pages == 3  # 50, 50, 20
+        assert len(seen) == len(set(seen)) == 120
+        assert set(seen) == set(keys)
+    finally:
+        inboxguard.EffectLedger(engine, table_prefix=prefix).drop_schema()
         engine.dispose()

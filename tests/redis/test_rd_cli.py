@@ -54,8 +54,10 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     assert found["effects"] is None
 
     told = _json(capsys, "explain", "billing", "a", *where)
-    assert set(told) == _names(inboxguard.CommandExplanation)
+    # The explanation's fields, and the command that lists the records not shown.
+    assert set(told) == _names(inboxguard.CommandExplanation) | {"quarantine_rest"}
     assert told["verdict"] == "duplicate"
+    assert (told["quarantine_total"], told["quarantine_rest"]) == (1, None)
     (detail,) = told["quarantine"]
     assert detail["record"]["reason"] == "payload_mismatch"
 
