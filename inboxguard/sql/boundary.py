@@ -96,14 +96,19 @@ def open_boundary(session: Session | None, conn: Connection) -> Boundary:
     return Boundary(conn, session, _savepoint(session, conn), ends)
 
 
-def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction | SessionTransaction:
-    """Begin a savepoint on the session (emitted now: a session begins its
-    savepoint lazily, on its next use of the connection) or the connection."""
-    if session is None:
-        return conn.begin_nested()
-    nested = session.begin_nested()
-    session.connection()
-    return nested
+def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction:
+    """Begin a savepoint on the connection, a session's pending changes
+    flushed first (so the savepoint holds only what the block does).
+
+    A Core savepoint, not ``session.begin_nested()``: SQLAlchemy fires a
+    session's ``before_commit`` and ``after_commit`` events when one of its
+    nested transactions is released, so an application's "after commit" hook
+    would run at the guard's release, before the real commit. What the
+    session must forget when the savepoint is rolled back, :meth:`Boundary.abandon`
+    tells it."""
+    if session is not None:
+        session.flush()
+    return conn.begin_nested()
 
 
 def begin_driver_transaction(conn: Connection) -> bool:
@@ -136,6 +141,7 @@ class Boundary:
         "_conn",
         "_ends",
         "_had_events",
+        "_known",
         "_label",
         "_late",
         "_name",
@@ -153,13 +159,15 @@ class Boundary:
         self,
         conn: Connection,
         session: Session | None,
-        nested: NestedTransaction | SessionTransaction | None,
+        nested: NestedTransaction | None,
         ends_transaction: Callable[[str], bool],
     ) -> None:
         self._conn = conn
         self._session = session
         self._nested = nested
-        self._session_tx = nested if isinstance(nested, SessionTransaction) else None
+        self._session_tx: SessionTransaction | None = None
+        #: The identities the session held when the savepoint opened.
+        self._known = frozenset(session.identity_map.keys()) if session is not None else frozenset()
         inner = conn.get_nested_transaction() if nested is not None else None
         self._name: str | None = getattr(inner, "_savepoint", None)
         self._ends = ends_transaction
@@ -217,6 +225,11 @@ class Boundary:
     def kept(self, mark: TransactionMark) -> bool:
         """True when nothing was refused and SQLAlchemy's bookkeeping still
         shows the marked transaction (the release then asks the database)."""
+        nested = self._nested
+        if nested is not None and (
+            not nested.is_active or self._conn.get_nested_transaction() is not nested
+        ):
+            return False  # an enclosing savepoint was rolled back, and ours with it
         return self.refused is None and transaction_kept(mark)
 
     def release(self) -> None:
@@ -263,9 +276,9 @@ class Boundary:
             conn.exec_driver_sql("BEGIN")
         self._late = True
         session = self._session
-        nested = _savepoint(session, conn)
-        self._nested = nested
-        self._session_tx = nested if isinstance(nested, SessionTransaction) else None
+        self._nested = _savepoint(session, conn)
+        if session is not None:
+            self._known = frozenset(session.identity_map.keys())
         self._name = getattr(conn.get_nested_transaction(), "_savepoint", None)
 
     def abandon(self, kept: bool) -> None:
@@ -282,8 +295,23 @@ class Boundary:
             except SQLAlchemyError:  # the connection broke (a cancelled statement): roll back all
                 pass
             else:
+                self._forget()
                 return
         self.doom()
+
+    def _forget(self) -> None:
+        """After a rollback to the savepoint, make the session match the
+        database: forget the objects the block added (pending or flushed) and
+        expire the others, whose state the block may have changed."""
+        session = self._session
+        if session is None:
+            return
+        for obj in list(session.new):
+            session.expunge(obj)
+        for key in list(session.identity_map.keys()):
+            if key not in self._known:
+                session.expunge(session.identity_map[key])
+        session.expire_all()
 
     def doom(self) -> None:
         """Roll back the caller's whole transaction (its claim is gone, so what

@@ -108,7 +108,9 @@ def test_g10_rolling_back_the_savepoint_of_the_claim_is_refused(
     that savepoint back; the guard refuses."""
     with Session(engine) as session, session.begin():
         outer = session.begin_nested()
-        with pytest.raises(ConfigurationError, match=MISTAKE):
+        # Caught by SQLAlchemy's bookkeeping or, where that cannot see the
+        # guard's own savepoint go, by the database refusing its release.
+        with pytest.raises(ConfigurationError, match=f"{MISTAKE}|ended inside the guarded block"):
             with inbox.guard(session, consumer="c", command_id="sp-claim", payload={}):
                 outer.rollback()
     assert inbox.lookup("c", "sp-claim") is None

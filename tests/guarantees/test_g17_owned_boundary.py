@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Table, create_engine, select, text
+from sqlalchemy import Connection, Table, create_engine, event, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -113,6 +113,25 @@ def test_g17_orm_objects_added_in_the_block_are_forgotten(inbox: Inbox, engine: 
     with Session(engine) as session:
         assert session.scalar(select(Note)) is None
     assert inbox.lookup("c", "orm") is None
+
+
+def test_g17_after_commit_hooks_run_after_the_real_commit(inbox: Inbox, engine: Engine) -> None:
+    """The guard's savepoint is the connection's, not the session's: an
+    application's ``after_commit`` hook (publish an event, send an email) runs
+    once, after the caller's COMMIT, when another connection sees the changes,
+    never at the guard's release of its savepoint."""
+    accounts, ledger = create_business(engine, inbox.table_prefix)
+    seen: list[bool] = []
+    with Session(engine) as session:
+        event.listen(
+            session, "after_commit", lambda _: seen.append(inbox.lookup("c", "hook") is not None)
+        )
+        with session.begin():
+            with inbox.guard(session, consumer="c", command_id="hook", payload={"n": 1}):
+                apply(session.connection(), accounts, ledger, "hook", 10)
+            assert seen == []  # released, not committed: no hook yet
+    assert seen == [True]
+    assert _balance(engine, accounts) == 10
 
 
 def _commit_routes(dialect: str) -> dict[str, Callable[[Session], Any]]:
