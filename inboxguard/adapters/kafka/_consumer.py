@@ -22,6 +22,7 @@ from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY
 from inboxguard.adapters._kafka_startup import (
+    Window,
     check_consumer,
     reset_of,
     reset_windows,
@@ -32,8 +33,9 @@ from inboxguard.adapters._redelivery import Redelivery, Step
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.kafka._attempt import Prepared, Reader
-from inboxguard.adapters.kafka._record import RecordId
-from inboxguard.adapters.kafka._watermarks import Watermarks
+from inboxguard.adapters.kafka._guarantee import register
+from inboxguard.adapters.kafka._record import RecordId, position_of
+from inboxguard.adapters.kafka._watermarks import Watermarks, below
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["BatchHandler", "GuardedConsumer", "Handler"]
@@ -87,6 +89,9 @@ class GuardedConsumer:
         watermarks: record each partition's offset as a watermark in the same
             transaction, and seek a newly assigned partition past it.
         windows: replay windows of your own, checked at start-up.
+        guarantee: what only you know of the consumer's guarantee table (see
+            :class:`inboxguard.Guarantee`); ``inboxguard guarantees`` derives
+            the rest, the delivery mode from the offset commits.
 
     Raises:
         ConfigurationError: a setting that cannot keep the guarantees.
@@ -112,6 +117,7 @@ class GuardedConsumer:
         require_sent_at: bool = False,
         shared_consumer: bool = False,
         max_records: int = 100,
+        guarantee: object = None,
     ) -> None:
         if not isinstance(inbox, Inbox):
             msg = f"GuardedConsumer needs an inboxguard.Inbox, got {type(inbox).__name__}"
@@ -147,7 +153,12 @@ class GuardedConsumer:
         self.windows = dict(windows or {})
         self.shared = shared_consumer
         self.max_records = max_records
+        self.command_id = command_id
+        #: The topics' retention windows found by :meth:`start`.
+        self.replay_windows: list[Window] = []
+        self.started = False
         self._stopping = asyncio.Event()
+        register(self, guarantee)
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -170,7 +181,8 @@ class GuardedConsumer:
         if self.windows:
             self.inbox.require_alignment(f"{where}: windows=...", **self.windows)
         retentions = await topic_retentions(self._bootstrap(), self.topics)
-        for window in reset_windows(where, reset_of(self.consumer), retentions):
+        self.replay_windows = reset_windows(where, reset_of(self.consumer), retentions)
+        for window in self.replay_windows:
             self.inbox.require_alignment(window.source, **{window.name: window.length})
         listener = self.watermarks.listener() if self.watermarks else None
         if listener is None:
@@ -178,6 +190,7 @@ class GuardedConsumer:
         else:
             self.consumer.subscribe(topics=self.topics, listener=listener)
         await self.consumer.start()
+        self.started = True
 
     @property
     def reader_delay(self) -> dt.timedelta:
@@ -235,7 +248,10 @@ class GuardedConsumer:
                 await self.watermarks.advance(session, [prepared.record])
             if entry.duplicate:
                 logger.info(
-                    "%s: %s is a duplicate (%s); skipped", self.name, cid, _source(prepared.record)
+                    "%s: %s is a duplicate (%s); skipped",
+                    self.name,
+                    cid,
+                    position_of(prepared.record),
                 )
             else:
                 entry.result = await handler(prepared.body, prepared.record)
@@ -316,13 +332,13 @@ class GuardedConsumer:
             ) as batch:
                 if self.watermarks is not None:
                     held = [*unsettled, *(items[e.index].record for e in batch.refused)]
-                    await self.watermarks.advance(session, _below(items, held))
+                    await self.watermarks.advance(session, below([p.record for p in items], held))
                 for entry in batch.duplicates:
                     logger.info(
                         "%s: %s is a duplicate (%s); skipped",
                         self.name,
                         entry.command_id,
-                        _source(items[entry.index].record),
+                        position_of(items[entry.index].record),
                     )
                 if batch.fresh:
                     await handler(batch, [p.record for p in items])
@@ -348,7 +364,7 @@ class GuardedConsumer:
         broker has it: its offset is not committed before)."""
         if self.dead_letter_topic is None:
             return
-        headers = [*(record.headers or ()), ("x-inbox-source", _source(record).encode())]
+        headers = [*(record.headers or ()), ("x-inbox-source", position_of(record).encode())]
         while True:
             try:
                 await self.producer.send_and_wait(
@@ -374,20 +390,3 @@ class GuardedConsumer:
             # A rebalance took the partition: its next owner reads the record
             # again, and the inbox answers it as a duplicate.
             logger.warning("offset commit failed (%r); the redelivery is a duplicate", error)
-
-
-def _below(items: Sequence[Prepared], held: Sequence[Any]) -> list[Any]:
-    """The records of ``items`` below the first ``held`` record of their partition."""
-    first: dict[tuple[str, int], int] = {}
-    for record in held:
-        key = (record.topic, record.partition)
-        first[key] = min(first.get(key, record.offset), record.offset)
-    return [
-        p.record
-        for p in items
-        if p.record.offset < first.get((p.record.topic, p.record.partition), p.record.offset + 1)
-    ]
-
-
-def _source(record: Any) -> str:
-    return f"{record.topic}/{record.partition}@{record.offset}"

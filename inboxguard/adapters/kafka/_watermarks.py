@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard import Inbox
 
-__all__ = ["Watermarks", "key_of"]
+__all__ = ["Watermarks", "below", "key_of"]
 
 logger = logging.getLogger("inboxguard.kafka")
 
@@ -33,6 +33,16 @@ logger = logging.getLogger("inboxguard.kafka")
 def key_of(topic: str, partition: int) -> str:
     """The watermark key of a partition."""
     return f"{topic}/{partition}"
+
+
+def below(records: Sequence[Any], held: Sequence[Any]) -> list[Any]:
+    """The ``records`` below the first ``held`` record of their partition (a
+    watermark must not pass a record that is not settled)."""
+    first: dict[tuple[str, int], int] = {}
+    for record in held:
+        key = (record.topic, record.partition)
+        first[key] = min(first.get(key, record.offset), record.offset)
+    return [r for r in records if r.offset < first.get((r.topic, r.partition), r.offset + 1)]
 
 
 class Watermarks:
