@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -38,6 +38,9 @@ from inboxguard.adapters.kafka._record import RecordId, position_of
 from inboxguard.adapters.kafka._watermarks import Watermarks, below
 from inboxguard.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from inboxguard.adapters.kafka.confluent import ConfluentConsumer
+
 __all__ = ["BatchHandler", "GuardedConsumer", "Handler"]
 
 logger = logging.getLogger("inboxguard.kafka")
@@ -53,7 +56,9 @@ class GuardedConsumer:
     """Run each Kafka record's command once, committing offsets after the evidence.
 
     Wraps an ``aiokafka.AIOKafkaConsumer`` created with a ``group_id`` and
-    ``enable_auto_commit=False``. :meth:`run` guards each record with
+    ``enable_auto_commit=False``, or a librdkafka consumer through
+    :class:`inboxguard.adapters.kafka.confluent.ConfluentConsumer` (the same
+    decisions, the same guarantees). :meth:`run` guards each record with
     :meth:`inboxguard.Inbox.guard_async`; :meth:`run_batch` guards each
     polled batch with :meth:`inboxguard.Inbox.guard_batch_async`, in one
     transaction. In both, a record's offset is committed only after its
@@ -73,8 +78,8 @@ class GuardedConsumer:
       ``max_attempts`` times is split into batches of one record each.
 
     Args:
-        consumer: the aiokafka consumer (not started; :meth:`start` subscribes
-            and starts it).
+        consumer: the aiokafka consumer, or a ``ConfluentConsumer`` (not
+            started; :meth:`start` subscribes and starts it).
         inbox: the :class:`inboxguard.Inbox` holding the evidence.
         name: the consumer name evidence is filed under (declared).
         topics: the topics to subscribe to.
@@ -82,7 +87,8 @@ class GuardedConsumer:
         command_id: None (the outbox's ``x-inbox-command-id`` header), a body
             field, or a callable over the ``ConsumerRecord``; never the
             record key by default (a key names an entity, not a command).
-        producer: a started ``AIOKafkaProducer`` for ``dead_letter_topic``.
+        producer: a started ``AIOKafkaProducer`` (or a ``ConfluentProducer``)
+            for ``dead_letter_topic``.
         dead_letter_topic: where refused records are produced (with their key,
             value and headers) before their offset is committed; without it
             the quarantine record is the dead letter.
@@ -99,7 +105,7 @@ class GuardedConsumer:
 
     def __init__(  # noqa: PLR0913 - one keyword per setting, as the other adapters
         self,
-        consumer: AIOKafkaConsumer,
+        consumer: AIOKafkaConsumer | ConfluentConsumer,
         inbox: Inbox,
         *,
         name: str,
@@ -128,7 +134,7 @@ class GuardedConsumer:
         if dead_letter_topic is not None and producer is None:
             msg = (
                 f"dead_letter_topic={dead_letter_topic!r} needs producer= (a started"
-                " AIOKafkaProducer) to produce refused records to it"
+                " AIOKafkaProducer, or a ConfluentProducer) to produce refused records to it"
             )
             raise ConfigurationError(msg)
         self.consumer = consumer
@@ -198,7 +204,7 @@ class GuardedConsumer:
         return dt.timedelta(seconds=self.policy.delay)
 
     def _bootstrap(self) -> Any:
-        client = getattr(self.consumer, "_client", None)
+        client = getattr(self.consumer, "_client", self.consumer)  # aiokafka's, or the shim
         return getattr(client, "_bootstrap_servers", "localhost")
 
     def stop(self) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from sqlalchemy import select
@@ -24,6 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from inboxguard import Inbox
+
+if TYPE_CHECKING:
+    from inboxguard.adapters.kafka.confluent import ConfluentConsumer
 
 __all__ = ["Watermarks", "below", "key_of"]
 
@@ -53,7 +56,7 @@ class Watermarks:
         inbox: Inbox,
         name: str,
         session_factory: Callable[[], AsyncSession],
-        consumer: AIOKafkaConsumer,
+        consumer: AIOKafkaConsumer | ConfluentConsumer,
     ) -> None:
         self.inbox = inbox
         self.name = name
