@@ -28,8 +28,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import Column, Integer, MetaData, String, Table
+from sqlalchemy import Column, Integer, MetaData, String, Table, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 import inboxguard
 
@@ -113,6 +114,19 @@ def hang(command_id: str) -> None:
     """Stop here for good, announcing it, so a test can ``kill -9`` at this point."""
     print(f"hang {command_id}", flush=True)
     time.sleep(3600)
+
+
+def hang_after_commit(session: Session, command_id: str) -> None:
+    """:func:`hang` right after ``session``'s transaction commits, with its
+    ack or offset commit not sent. A savepoint's release fires the same
+    ``after_commit`` event (the guard runs the handler in one), so only the
+    commit of the outermost transaction counts."""
+
+    def committed(done: Session) -> None:
+        if done.get_nested_transaction() is None:
+            hang(command_id)
+
+    event.listen(session, "after_commit", committed)
 
 
 def payments_table(prefix: str, metadata: MetaData | None = None) -> Table:

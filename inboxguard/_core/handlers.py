@@ -49,6 +49,9 @@ class HandlerFacts:
     ``early_acks`` lists (setting, why) pairs for settings that ack a
     delivery before its transaction committed; ``module_path_consumer``
     names the setting to set when the consumer name comes from a module path.
+    ``settled_by`` is what the worker does once the transaction committed
+    (the ack; a Kafka consumer's offset commit) and ``redelivered`` how an
+    unsettled delivery comes back, when the adapter knows it.
     """
 
     kind: str
@@ -62,6 +65,8 @@ class HandlerFacts:
     retry_horizon: Window | None = None
     early_acks: Sequence[tuple[str, str]] = ()
     module_path_consumer: str | None = None
+    settled_by: str = "the ack"
+    redelivered: str | None = None
 
 
 def describe_command_id(spec: object) -> str:

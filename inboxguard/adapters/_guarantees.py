@@ -1,16 +1,20 @@
-"""The guarantee facts of a kombu or aio-pika consumer (no framework imported).
+"""The guarantee facts of a kombu, aio-pika or Kafka consumer (no framework imported).
 
-These consumers ack after the transaction commits and retry by publishing a
-copy before acking the original, so their delivery mode and retry horizon
-come from ``max_attempts`` and ``retry_delay``. Whether the queue is consumed
-with acknowledgements at all (``no_ack``) is set on the consumer, out of the
-callback's sight, and is shown as unknown.
+The kombu and aio-pika consumers ack after the transaction commits and retry
+by publishing a copy before acking the original, so their delivery mode and
+retry horizon come from ``max_attempts`` and ``retry_delay``. Whether the
+queue is consumed with acknowledgements at all (``no_ack``) is set on the
+consumer, out of the callback's sight, and is shown as unknown. A consumer
+that settles otherwise (Kafka commits offsets, it acks nothing) passes its
+own ``delivery`` fact, ``early_acks`` and extra replay ``windows``, each read
+when the table is asked for, and says what settles a delivery and how an
+unsettled one comes back (the lost-ack example).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
@@ -36,6 +40,11 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
     max_attempts: int,
     retry_delay: dt.timedelta,
     guarantee: object,
+    delivery: Callable[[], GuaranteeFact] | None = None,
+    early_acks: Callable[[], Sequence[tuple[str, str]]] = tuple,
+    windows: Callable[[], Sequence[Window]] = tuple,
+    settled_by: str = "the ack",
+    redelivered: str | None = None,
 ) -> None:
     """List a guarded consumer callback in its inbox's registry of guarded handlers.
 
@@ -52,7 +61,7 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
         f"{kind} {consumer}: max_attempts={max_attempts} x retry_delay="
         f"{format_duration(retry_delay)}",
     )
-    delivery = GuaranteeFact(
+    queue_delivery = GuaranteeFact(
         "at least once, if the queue is consumed with acknowledgements: the callback acks"
         " only after the transaction commits, and a retry publishes its copy before the"
         " original is acked",
@@ -71,9 +80,12 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
             inbox=inbox,
             declared=declared,
             identity={"command_id": describe_command_id(command_id), "exclude": excluded},
-            delivery=delivery,
-            windows=[retry] if span else [],
+            delivery=delivery() if delivery is not None else queue_delivery,
+            windows=[*([retry] if span else []), *windows()],
             retry_horizon=retry,
+            early_acks=early_acks(),
+            settled_by=settled_by,
+            redelivered=redelivered,
             module_path_consumer="consumer" if consumer == handler else None,
         )
 

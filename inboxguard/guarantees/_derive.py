@@ -259,7 +259,7 @@ def _terminal(declared: Guarantee | None, effect: Effect) -> GuaranteeFact:
 
 def _lost_ack(facts: HandlerFacts, effect: Effect) -> str:
     horizon = format_duration(facts.inbox.retention.horizon)
-    again = next(
+    again = facts.redelivered or next(
         (f"after {w.name} ({duration(w.length)})" for w in facts.windows if "visib" in w.name),
         "once the broker sees the worker's connection close",
     )
@@ -267,7 +267,8 @@ def _lost_ack(facts: HandlerFacts, effect: Effect) -> str:
         again = "by whatever calls the handler"
     tail = "; the provider is not called again" if effect.ledger is not None else ""
     return (
-        f"command C commits and the worker dies before the ack; C is delivered again {again};"
+        f"command C commits and the worker dies before {facts.settled_by}; C is delivered"
+        f" again {again};"
         f" the inbox finds C's evidence (kept {horizon}) and returns the stored result without"
         f" running the handler{tail}"
     )

@@ -2,8 +2,10 @@
 
 The worker and the producer agree here on where the payments go: a durable
 RabbitMQ queue, a Redis stream with consumer group ``payments`` (plus a
-claiming subscriber that takes over what a killed worker left pending), or a
-JetStream stream with a durable pull consumer.
+claiming subscriber that takes over what a killed worker left pending), a
+JetStream stream with a durable pull consumer, or a Kafka topic read by
+consumer group ``payments`` with ``AckPolicy.MANUAL`` (offsets committed by
+the guard, after the transaction).
 """
 
 from __future__ import annotations
@@ -20,14 +22,26 @@ GROUP = "payments"
 
 
 def kind(url: str) -> str:
-    """``rabbit``, ``redis`` or ``nats``, from the broker URL's scheme."""
+    """``rabbit``, ``redis``, ``nats`` or ``kafka``, from the broker URL's scheme."""
     scheme = url.split("://", 1)[0]
     if scheme.startswith("amqp"):
         return "rabbit"
-    if scheme in ("redis", "nats"):
+    if scheme in ("redis", "nats", "kafka"):
         return scheme
-    msg = f"INBOXGUARD_BROKER_URL must start with amqp://, redis:// or nats://, got {url!r}"
+    msg = (
+        f"INBOXGUARD_BROKER_URL must start with amqp://, redis://, nats:// or kafka://, got {url!r}"
+    )
     raise SystemExit(msg)
+
+
+def dead_letter_topic(config: Config) -> str | None:
+    """The dead-letter topic on Kafka (the plain Kafka worker's); None on the
+    other brokers, where the quarantine record is the dead letter."""
+    if kind(config.broker_url) != "kafka":
+        return None
+    from integrations.kafka import topics
+
+    return topics.dead_letter_topic(config)
 
 
 def make_broker(config: Config, middlewares: Sequence[Any] = ()) -> Any:
@@ -42,6 +56,12 @@ def make_broker(config: Config, middlewares: Sequence[Any] = ()) -> Any:
         from faststream.redis import RedisBroker
 
         return RedisBroker(config.broker_url, **options)
+    if which == "kafka":
+        from faststream.kafka import KafkaBroker
+
+        from integrations.kafka.topics import bootstrap
+
+        return KafkaBroker(bootstrap(config), **options)
     from faststream.nats import NatsBroker
 
     return NatsBroker(config.broker_url, **options)
@@ -68,6 +88,19 @@ def subscribe(broker: Any, config: Config, handler: Callable[..., Any]) -> Any:
         reader = StreamSub(config.queue, group=GROUP, consumer=me, max_records=10)
         claimer = StreamSub(config.queue, group=GROUP, consumer=f"{me}-c", min_idle_time=idle)
         return broker.subscriber(stream=claimer)(broker.subscriber(stream=reader)(handler))
+    if which == "kafka":
+        from faststream import AckPolicy
+
+        # MANUAL: the guard commits each offset after its transaction. The
+        # timeouts suit the tansu test broker (see docs/adapters/kafka.md).
+        return broker.subscriber(
+            config.queue,
+            group_id=GROUP,
+            ack_policy=AckPolicy.MANUAL,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )(handler)
     from faststream.nats import JStream, PullSub
     from nats.js.api import ConsumerConfig
 
@@ -84,7 +117,11 @@ async def declare(config: Config) -> None:
     """Create the queue, stream and group before anything is published, so a
     message sent before the first worker starts is kept for it."""
     which = kind(config.broker_url)
-    if which == "rabbit":
+    if which == "kafka":
+        from integrations.kafka import topics
+
+        await topics.declare(config)
+    elif which == "rabbit":
         import aio_pika
 
         connection = await aio_pika.connect(config.broker_url)
@@ -120,4 +157,6 @@ def publish_options(config: Config) -> dict[str, Any]:
         return {"queue": config.queue, "persist": True}
     if which == "redis":
         return {"stream": config.queue}
+    if which == "kafka":
+        return {"topic": config.queue}
     return {"subject": config.queue, "stream": config.queue}

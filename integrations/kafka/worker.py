@@ -21,33 +21,40 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from sqlalchemy import create_engine, event, insert
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy import create_engine, insert
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 import inboxguard
 from inboxguard.adapters.kafka import GuardedConsumer
 from integrations.kafka.topics import GROUP, bootstrap, dead_letter_topic, declare
-from integrations.payments import RETENTION, Config, async_url, hang, payments_table
+from integrations.payments import (
+    RETENTION,
+    Config,
+    async_url,
+    hang,
+    hang_after_commit,
+    payments_table,
+)
 
 logger = logging.getLogger(__name__)
 
 
-async def serve(config: Config) -> None:
-    """Consume until SIGTERM."""
-    engine = create_async_engine(async_url(config.db_url))
-    sync_engine = create_engine(config.db_url)
-    inbox = inboxguard.Inbox(
-        sync_engine,
-        retention=RETENTION,
-        table_prefix=config.prefix,
-        lock_timeout=config.lock_timeout,
-    )
-    inbox.create_schema()
-    payments = payments_table(config.prefix)
-    payments.metadata.create_all(sync_engine)
-    await declare(config)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap(config), acks="all")
-    await producer.start()
+#: What only we know of the consumer's guarantee table; the rest is derived
+#: (``inboxguard guarantees --app 'integrations.kafka.worker:build()'``).
+GUARANTEE = inboxguard.Guarantee(
+    no_external_effect=True, terminal_states=("paid (one payment row)", "quarantined")
+)
+
+
+def guard(
+    config: Config, inbox: inboxguard.Inbox, engine: AsyncEngine, producer: AIOKafkaProducer
+) -> GuardedConsumer:
+    """The guarded consumer of the payments topic (not started)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap(config),
         group_id=GROUP,
@@ -56,7 +63,7 @@ async def serve(config: Config) -> None:
         session_timeout_ms=6000,
         heartbeat_interval_ms=1000,
     )
-    guarded = GuardedConsumer(
+    return GuardedConsumer(
         consumer,
         inbox,
         name="payments",
@@ -69,7 +76,43 @@ async def serve(config: Config) -> None:
         dead_letter_topic=dead_letter_topic(config),
         watermarks=os.environ.get("INBOXGUARD_KAFKA_WATERMARKS") == "1",
         max_records=int(os.environ.get("INBOXGUARD_KAFKA_MAX_RECORDS", "20")),
+        guarantee=GUARANTEE,
     )
+
+
+def _inbox(config: Config) -> inboxguard.Inbox:
+    return inboxguard.Inbox(
+        create_engine(config.db_url),
+        retention=RETENTION,
+        table_prefix=config.prefix,
+        lock_timeout=config.lock_timeout,
+    )
+
+
+async def build() -> inboxguard.Inbox:
+    """The worker's inbox with its consumer declared, neither started nor
+    connected (what ``inboxguard guarantees`` reads)."""
+    config = Config()
+    inbox = _inbox(config)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap(config), acks="all")
+    guarded = guard(config, inbox, create_async_engine(async_url(config.db_url)), producer)
+    await guarded.consumer.stop()  # closes the client it never opened
+    await producer.stop()
+    return inbox
+
+
+async def serve(config: Config) -> None:
+    """Consume until SIGTERM."""
+    engine = create_async_engine(async_url(config.db_url))
+    inbox = _inbox(config)
+    inbox.create_schema()
+    payments = payments_table(config.prefix)
+    payments.metadata.create_all(inbox.engine)
+    await declare(config)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap(config), acks="all")
+    await producer.start()
+    guarded = guard(config, inbox, engine, producer)
+    consumer = guarded.consumer
     log = _Log(config.delivery_log)
 
     async def apply(body: dict[str, Any], _record: Any) -> dict[str, Any]:
@@ -116,7 +159,7 @@ async def _pay(config: Config, session: AsyncSession, body: Any, payments: Any) 
     if command_id == config.hang_in_body:
         hang(command_id)
     if command_id == config.hang_before_ack:
-        event.listen(session.sync_session, "after_commit", lambda _: hang(command_id), once=True)
+        hang_after_commit(session.sync_session, command_id)
 
 
 class _Log:

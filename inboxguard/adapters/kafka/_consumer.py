@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -22,6 +22,7 @@ from inboxguard._core import faults
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY
 from inboxguard.adapters._kafka_startup import (
+    Window,
     check_consumer,
     reset_of,
     reset_windows,
@@ -32,9 +33,13 @@ from inboxguard.adapters._redelivery import Redelivery, Step
 from inboxguard.adapters._startup_checks import require_tables
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.kafka._attempt import Prepared, Reader
-from inboxguard.adapters.kafka._record import RecordId
-from inboxguard.adapters.kafka._watermarks import Watermarks
+from inboxguard.adapters.kafka._guarantee import register
+from inboxguard.adapters.kafka._record import RecordId, position_of
+from inboxguard.adapters.kafka._watermarks import Watermarks, below
 from inboxguard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from inboxguard.adapters.kafka.confluent import ConfluentConsumer
 
 __all__ = ["BatchHandler", "GuardedConsumer", "Handler"]
 
@@ -51,7 +56,9 @@ class GuardedConsumer:
     """Run each Kafka record's command once, committing offsets after the evidence.
 
     Wraps an ``aiokafka.AIOKafkaConsumer`` created with a ``group_id`` and
-    ``enable_auto_commit=False``. :meth:`run` guards each record with
+    ``enable_auto_commit=False``, or a librdkafka consumer through
+    :class:`inboxguard.adapters.kafka.confluent.ConfluentConsumer` (the same
+    decisions, the same guarantees). :meth:`run` guards each record with
     :meth:`inboxguard.Inbox.guard_async`; :meth:`run_batch` guards each
     polled batch with :meth:`inboxguard.Inbox.guard_batch_async`, in one
     transaction. In both, a record's offset is committed only after its
@@ -71,8 +78,8 @@ class GuardedConsumer:
       ``max_attempts`` times is split into batches of one record each.
 
     Args:
-        consumer: the aiokafka consumer (not started; :meth:`start` subscribes
-            and starts it).
+        consumer: the aiokafka consumer, or a ``ConfluentConsumer`` (not
+            started; :meth:`start` subscribes and starts it).
         inbox: the :class:`inboxguard.Inbox` holding the evidence.
         name: the consumer name evidence is filed under (declared).
         topics: the topics to subscribe to.
@@ -80,13 +87,17 @@ class GuardedConsumer:
         command_id: None (the outbox's ``x-inbox-command-id`` header), a body
             field, or a callable over the ``ConsumerRecord``; never the
             record key by default (a key names an entity, not a command).
-        producer: a started ``AIOKafkaProducer`` for ``dead_letter_topic``.
+        producer: a started ``AIOKafkaProducer`` (or a ``ConfluentProducer``)
+            for ``dead_letter_topic``.
         dead_letter_topic: where refused records are produced (with their key,
             value and headers) before their offset is committed; without it
             the quarantine record is the dead letter.
         watermarks: record each partition's offset as a watermark in the same
             transaction, and seek a newly assigned partition past it.
         windows: replay windows of your own, checked at start-up.
+        guarantee: what only you know of the consumer's guarantee table (see
+            :class:`inboxguard.Guarantee`); ``inboxguard guarantees`` derives
+            the rest, the delivery mode from the offset commits.
 
     Raises:
         ConfigurationError: a setting that cannot keep the guarantees.
@@ -94,7 +105,7 @@ class GuardedConsumer:
 
     def __init__(  # noqa: PLR0913 - one keyword per setting, as the other adapters
         self,
-        consumer: AIOKafkaConsumer,
+        consumer: AIOKafkaConsumer | ConfluentConsumer,
         inbox: Inbox,
         *,
         name: str,
@@ -112,6 +123,7 @@ class GuardedConsumer:
         require_sent_at: bool = False,
         shared_consumer: bool = False,
         max_records: int = 100,
+        guarantee: object = None,
     ) -> None:
         if not isinstance(inbox, Inbox):
             msg = f"GuardedConsumer needs an inboxguard.Inbox, got {type(inbox).__name__}"
@@ -122,7 +134,7 @@ class GuardedConsumer:
         if dead_letter_topic is not None and producer is None:
             msg = (
                 f"dead_letter_topic={dead_letter_topic!r} needs producer= (a started"
-                " AIOKafkaProducer) to produce refused records to it"
+                " AIOKafkaProducer, or a ConfluentProducer) to produce refused records to it"
             )
             raise ConfigurationError(msg)
         self.consumer = consumer
@@ -147,7 +159,12 @@ class GuardedConsumer:
         self.windows = dict(windows or {})
         self.shared = shared_consumer
         self.max_records = max_records
+        self.command_id = command_id
+        #: The topics' retention windows found by :meth:`start`.
+        self.replay_windows: list[Window] = []
+        self.started = False
         self._stopping = asyncio.Event()
+        register(self, guarantee)
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -170,7 +187,8 @@ class GuardedConsumer:
         if self.windows:
             self.inbox.require_alignment(f"{where}: windows=...", **self.windows)
         retentions = await topic_retentions(self._bootstrap(), self.topics)
-        for window in reset_windows(where, reset_of(self.consumer), retentions):
+        self.replay_windows = reset_windows(where, reset_of(self.consumer), retentions)
+        for window in self.replay_windows:
             self.inbox.require_alignment(window.source, **{window.name: window.length})
         listener = self.watermarks.listener() if self.watermarks else None
         if listener is None:
@@ -178,6 +196,7 @@ class GuardedConsumer:
         else:
             self.consumer.subscribe(topics=self.topics, listener=listener)
         await self.consumer.start()
+        self.started = True
 
     @property
     def reader_delay(self) -> dt.timedelta:
@@ -185,7 +204,7 @@ class GuardedConsumer:
         return dt.timedelta(seconds=self.policy.delay)
 
     def _bootstrap(self) -> Any:
-        client = getattr(self.consumer, "_client", None)
+        client = getattr(self.consumer, "_client", self.consumer)  # aiokafka's, or the shim
         return getattr(client, "_bootstrap_servers", "localhost")
 
     def stop(self) -> None:
@@ -235,7 +254,10 @@ class GuardedConsumer:
                 await self.watermarks.advance(session, [prepared.record])
             if entry.duplicate:
                 logger.info(
-                    "%s: %s is a duplicate (%s); skipped", self.name, cid, _source(prepared.record)
+                    "%s: %s is a duplicate (%s); skipped",
+                    self.name,
+                    cid,
+                    position_of(prepared.record),
                 )
             else:
                 entry.result = await handler(prepared.body, prepared.record)
@@ -316,13 +338,13 @@ class GuardedConsumer:
             ) as batch:
                 if self.watermarks is not None:
                     held = [*unsettled, *(items[e.index].record for e in batch.refused)]
-                    await self.watermarks.advance(session, _below(items, held))
+                    await self.watermarks.advance(session, below([p.record for p in items], held))
                 for entry in batch.duplicates:
                     logger.info(
                         "%s: %s is a duplicate (%s); skipped",
                         self.name,
                         entry.command_id,
-                        _source(items[entry.index].record),
+                        position_of(items[entry.index].record),
                     )
                 if batch.fresh:
                     await handler(batch, [p.record for p in items])
@@ -348,7 +370,7 @@ class GuardedConsumer:
         broker has it: its offset is not committed before)."""
         if self.dead_letter_topic is None:
             return
-        headers = [*(record.headers or ()), ("x-inbox-source", _source(record).encode())]
+        headers = [*(record.headers or ()), ("x-inbox-source", position_of(record).encode())]
         while True:
             try:
                 await self.producer.send_and_wait(
@@ -374,20 +396,3 @@ class GuardedConsumer:
             # A rebalance took the partition: its next owner reads the record
             # again, and the inbox answers it as a duplicate.
             logger.warning("offset commit failed (%r); the redelivery is a duplicate", error)
-
-
-def _below(items: Sequence[Prepared], held: Sequence[Any]) -> list[Any]:
-    """The records of ``items`` below the first ``held`` record of their partition."""
-    first: dict[tuple[str, int], int] = {}
-    for record in held:
-        key = (record.topic, record.partition)
-        first[key] = min(first.get(key, record.offset), record.offset)
-    return [
-        p.record
-        for p in items
-        if p.record.offset < first.get((p.record.topic, p.record.partition), p.record.offset + 1)
-    ]
-
-
-def _source(record: Any) -> str:
-    return f"{record.topic}/{record.partition}@{record.offset}"

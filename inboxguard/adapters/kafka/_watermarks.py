@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from sqlalchemy import select
@@ -25,7 +25,10 @@ from sqlalchemy.orm import Session
 
 from inboxguard import Inbox
 
-__all__ = ["Watermarks", "key_of"]
+if TYPE_CHECKING:
+    from inboxguard.adapters.kafka.confluent import ConfluentConsumer
+
+__all__ = ["Watermarks", "below", "key_of"]
 
 logger = logging.getLogger("inboxguard.kafka")
 
@@ -33,6 +36,16 @@ logger = logging.getLogger("inboxguard.kafka")
 def key_of(topic: str, partition: int) -> str:
     """The watermark key of a partition."""
     return f"{topic}/{partition}"
+
+
+def below(records: Sequence[Any], held: Sequence[Any]) -> list[Any]:
+    """The ``records`` below the first ``held`` record of their partition (a
+    watermark must not pass a record that is not settled)."""
+    first: dict[tuple[str, int], int] = {}
+    for record in held:
+        key = (record.topic, record.partition)
+        first[key] = min(first.get(key, record.offset), record.offset)
+    return [r for r in records if r.offset < first.get((r.topic, r.partition), r.offset + 1)]
 
 
 class Watermarks:
@@ -43,7 +56,7 @@ class Watermarks:
         inbox: Inbox,
         name: str,
         session_factory: Callable[[], AsyncSession],
-        consumer: AIOKafkaConsumer,
+        consumer: AIOKafkaConsumer | ConfluentConsumer,
     ) -> None:
         self.inbox = inbox
         self.name = name

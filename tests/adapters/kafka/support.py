@@ -34,6 +34,10 @@ class KafkaSetup:
     def worker(self, log: str = "worker.log", **env: str) -> Any:
         return running("integrations.kafka.worker", {**self.env, **env}, self.tmp / log)
 
+    def faststream(self, log: str = "faststream.log", **env: str) -> Any:
+        """The FastStream reference worker on this broker's Kafka topic."""
+        return running("integrations.faststream.worker", {**self.env, **env}, self.tmp / log)
+
     def started(self, log: str = "worker.log", **env: str) -> Worker:
         """A worker started and left to the caller to stop."""
         worker = Worker("integrations.kafka.worker", {**self.env, **env}, self.tmp / log)
