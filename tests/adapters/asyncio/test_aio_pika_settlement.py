@@ -114,3 +114,51 @@ def test_a13_a_queue_that_is_not_a_queue_is_refused(box: inboxguard.Inbox) -> No
             exchange=object(),  # type: ignore[arg-type]
             queue=42,  # type: ignore[arg-type]
         )
+
+
+async def _auto_acked(box: inboxguard.Inbox) -> list[Any]:
+    """Consume one message with ``no_ack=True``; return what the handler saw
+    once a quarantine record holds it (or 30 s passed)."""
+    aengine = create_async_engine(f"sqlite+aiosqlite:///{box.engine.url.database}")
+    connection = await aio_pika.connect(AMQP_URL)
+    ran: list[Any] = []
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(unique("aq-noack"), auto_delete=True)
+
+        async def handler(body: Any, message: AbstractIncomingMessage) -> None:
+            ran.append(body)
+
+        callback = guarded(
+            handler,
+            box,
+            session_factory=async_sessionmaker(aengine),
+            consumer="auto-acked",
+            exchange=channel.default_exchange,
+            queue=queue,
+        )
+        await queue.consume(callback, no_ack=True)
+        await channel.default_exchange.publish(
+            aio_pika.Message(b'{"n": 1}', headers={COMMAND_ID_HEADER: "pay-1"}),
+            routing_key=queue.name,
+        )
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await asyncio.to_thread(box.quarantined, "auto-acked"):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        return ran
+    finally:
+        await connection.close()
+        await aengine.dispose()
+
+
+def test_a14_a_no_ack_consumer_is_quarantined_never_run(box: inboxguard.Inbox) -> None:
+    """``queue.consume(callback, no_ack=True)``: RabbitMQ forgot the message as
+    it delivered it, so no retry or reject could keep it. The callback sees
+    that on the delivery and quarantines it (``configuration``) without
+    running the handler, instead of applying it with nothing to fall back on."""
+    ran = asyncio.run(_auto_acked(box))
+    assert ran == []
+    [record] = box.quarantined("auto-acked")
+    assert record.reason == "configuration"
