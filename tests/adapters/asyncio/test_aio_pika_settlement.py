@@ -37,10 +37,14 @@ def box(tmp_path: Path, prefix: str) -> Iterator[inboxguard.Inbox]:
     engine.dispose()
 
 
-async def _through_topic(box: inboxguard.Inbox, fails: int, *, pass_queue: bool) -> list[int]:
+async def _through_topic(
+    box: inboxguard.Inbox, fails: int, *, pass_queue: bool, named: bool = False
+) -> list[int]:
     """Publish one command through a topic exchange; its handler raises
-    ``fails`` times. Return the attempts the handler saw once the command
-    is applied (or 15 s passed)."""
+    ``fails`` times. The callback copies through the default exchange (with
+    or without ``queue``), or through the topic exchange itself (``named``).
+    Return the attempts the handler saw once the command is applied (or 30 s
+    passed)."""
     aengine = create_async_engine(f"sqlite+aiosqlite:///{box.engine.url.database}")
     connection = await aio_pika.connect(AMQP_URL)
     name = unique("aq")
@@ -63,7 +67,7 @@ async def _through_topic(box: inboxguard.Inbox, fails: int, *, pass_queue: bool)
             box,
             session_factory=async_sessionmaker(aengine),
             consumer="payments",
-            exchange=channel.default_exchange,
+            exchange=topic if named else channel.default_exchange,
             retry_delay=dt.timedelta(0),
             **({"queue": queue} if pass_queue else {}),
         )
@@ -94,6 +98,19 @@ def test_a13_a_retry_copy_returns_to_the_queue_the_delivery_came_from(
     ``queue=``), or the original is handed back to the broker (without it),
     and the command is applied on the third attempt, never dropped."""
     attempts = asyncio.run(_through_topic(box, fails=2, pass_queue=pass_queue))
+    assert attempts == [1, 2, 3]
+    assert box.lookup("payments", "pay-1") is not None
+    assert box.quarantined("payments") == []
+
+
+def test_a15_a_named_exchange_copies_back_under_the_deliverys_routing_key(
+    box: inboxguard.Inbox,
+) -> None:
+    """The third accepted route: ``exchange=`` the topic exchange the queue is
+    bound to. A handler that raises twice has its copies published there
+    under ``payment.created``, which reaches the queue again, and the command
+    is applied on the third attempt, never dropped or quarantined."""
+    attempts = asyncio.run(_through_topic(box, fails=2, pass_queue=False, named=True))
     assert attempts == [1, 2, 3]
     assert box.lookup("payments", "pay-1") is not None
     assert box.quarantined("payments") == []
