@@ -27,8 +27,9 @@ import datetime as dt
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table
+from sqlalchemy import Column, Integer, MetaData, String, Table, event
 from sqlalchemy.engine import Engine
 
 import inboxguard
@@ -113,6 +114,18 @@ def hang(command_id: str) -> None:
     """Stop here for good, announcing it, so a test can ``kill -9`` at this point."""
     print(f"hang {command_id}", flush=True)
     time.sleep(3600)
+
+
+def hang_after_commit(session: Any, command_id: str) -> None:
+    """Hang (see :func:`hang`) once ``session``'s outermost transaction has
+    committed. The guard runs the block in a savepoint, and a session reports
+    a savepoint's release as a commit too; only the root commit counts."""
+
+    def committed(sync: Any) -> None:
+        if not sync.in_nested_transaction():
+            hang(command_id)
+
+    event.listen(session, "after_commit", committed)
 
 
 def payments_table(prefix: str, metadata: MetaData | None = None) -> Table:

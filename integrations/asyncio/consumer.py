@@ -18,7 +18,7 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, insert
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -28,7 +28,14 @@ from sqlalchemy.ext.asyncio import (
 
 import inboxguard
 from inboxguard.adapters.aio_pika import guarded
-from integrations.payments import RETENTION, Config, async_url, hang, payments_table
+from integrations.payments import (
+    RETENTION,
+    Config,
+    async_url,
+    hang,
+    hang_after_commit,
+    payments_table,
+)
 
 
 async def make_inbox(engine: AsyncEngine, config: Config) -> inboxguard.Inbox:
@@ -136,7 +143,7 @@ def _hang_points(config: Config, command_id: str, session: AsyncSession) -> None
     if command_id == config.hang_in_body:
         hang(command_id)
     if command_id == config.hang_before_ack:
-        event.listen(session.sync_session, "after_commit", lambda _: hang(command_id), once=True)
+        hang_after_commit(session.sync_session, command_id)
 
 
 def _command_id(raw: bytes) -> str:

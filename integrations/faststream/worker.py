@@ -19,13 +19,20 @@ import logging
 from typing import Any
 
 from faststream import BaseMiddleware, FastStream
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 import inboxguard
 from inboxguard.adapters.faststream import InboxMiddleware
 from integrations.faststream.brokers import make_broker, subscribe
-from integrations.payments import RETENTION, Config, async_url, hang, payments_table
+from integrations.payments import (
+    RETENTION,
+    Config,
+    async_url,
+    hang,
+    hang_after_commit,
+    payments_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ def _hang_points(config: Config, command_id: str, session: AsyncSession) -> None
     if command_id == config.hang_in_body:
         hang(command_id)
     if command_id == config.hang_before_ack:
-        event.listen(session.sync_session, "after_commit", lambda _: hang(command_id), once=True)
+        hang_after_commit(session.sync_session, command_id)
 
 
 def _delivery_log(config: Config) -> Any:

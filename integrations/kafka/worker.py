@@ -21,13 +21,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 import inboxguard
 from inboxguard.adapters.kafka import GuardedConsumer
 from integrations.kafka.topics import GROUP, bootstrap, dead_letter_topic, declare
-from integrations.payments import RETENTION, Config, async_url, hang, payments_table
+from integrations.payments import (
+    RETENTION,
+    Config,
+    async_url,
+    hang,
+    hang_after_commit,
+    payments_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +123,7 @@ async def _pay(config: Config, session: AsyncSession, body: Any, payments: Any) 
     if command_id == config.hang_in_body:
         hang(command_id)
     if command_id == config.hang_before_ack:
-        event.listen(session.sync_session, "after_commit", lambda _: hang(command_id), once=True)
+        hang_after_commit(session.sync_session, command_id)
 
 
 class _Log:
