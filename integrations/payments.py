@@ -118,8 +118,8 @@ def hang(command_id: str) -> None:
 
 def hang_after_commit(session: Session, command_id: str) -> None:
     """:func:`hang` right after ``session``'s transaction commits, with its
-    ack or offset commit not sent. A savepoint's release fires the same
-    ``after_commit`` event (the guard runs the handler in one), so only the
+    ack or offset commit not sent. The release of a session savepoint
+    (``begin_nested()``) fires the same ``after_commit`` event, so only the
     commit of the outermost transaction counts."""
 
     def committed(done: Session) -> None:

@@ -158,6 +158,38 @@ def _cells() -> list[Cell]:
             f"{DRAMATIQ}test_settlement.py::"
             "test_d17_max_retries_zero_during_an_outage_never_dead_letters_without_a_record",
         ),
+    ]
+    d20 = "test_settlement.py::test_d20_every_accepted_retry_setting_survives_an_outage"
+    for param, setting in (
+        ("max_retries=1", "max_retries=1"),
+        ("retry_when", "retry_when=callable"),
+    ):
+        cells.append(
+            Cell(
+                "Dramatiq",
+                "stub broker",
+                setting,
+                "database outage (TCP proxy cut)",
+                f"{DRAMATIQ}{d20}[{param}]",
+            )
+        )
+    cells += [
+        Cell(
+            "Dramatiq",
+            "stub broker",
+            "max_retries=None",
+            "refused before the first delivery (retention)",
+            f"{DRAMATIQ}test_settlement.py::"
+            "test_d20_unbounded_retries_are_refused_before_the_first_delivery",
+        ),
+        Cell(
+            "Dramatiq",
+            "stub broker",
+            "max_age (AgeLimit)",
+            "refused before the first delivery",
+            f"{DRAMATIQ}test_settlement.py::"
+            "test_d18_an_actor_setting_not_known_to_be_safe_refuses_the_worker[max_age]",
+        ),
         Cell(
             "Dramatiq",
             "any",
@@ -202,6 +234,62 @@ def _cells() -> list[Cell]:
             "test_f14_ack_first_is_refused_on_the_delivery_path_itself",
         )
     )
+    fs_settle = f"{FASTSTREAM}test_faststream_settlement.py::"
+    f16 = "test_f16_a_jetstream_cap_above_max_attempts_outlives_a_database_outage"
+    for param, setting in (
+        ("unlimited", "max_deliver=-1"),
+        ("above-max-attempts", "max_deliver > max_attempts"),
+    ):
+        cells.append(
+            Cell(
+                "FastStream",
+                "NATS",
+                setting,
+                "database outage past the retries",
+                f"{fs_settle}{f16}[{param}]",
+            )
+        )
+    f17 = "test_f17_every_accepted_ack_policy_retries_a_raising_handler"
+    for policy in ("nack_on_error", "ack", "manual"):
+        cells.append(
+            Cell(
+                "FastStream",
+                "RabbitMQ",
+                f"ack_policy={policy}",
+                "raising handler",
+                f"{fs_settle}{f17}[{policy}]",
+            )
+        )
+    f12 = "test_f12_jetstream_max_deliver_must_exceed_max_attempts"
+    cells += [
+        Cell(
+            "FastStream",
+            "NATS",
+            "max_deliver <= max_attempts",
+            "refused before the first delivery",
+            f"{fs_settle}{f12}[{param}]",
+        )
+        for param in ("equal", "below")
+    ]
+    cells += [
+        *(
+            Cell(
+                "FastStream",
+                "NATS",
+                f"ConsumerConfig.ack_policy={policy}",
+                "refused before the first delivery",
+                f"{fs_settle}test_f13_a_jetstream_consumer_acks_each_message_explicitly[{policy}0]",
+            )
+            for policy in ("all", "none")
+        ),
+        Cell(
+            "FastStream",
+            "Redis Streams",
+            "group without a claiming subscriber",
+            "refused before the first delivery",
+            f"{fs_settle}test_f15_a_redis_group_without_a_claiming_subscriber_is_refused",
+        ),
+    ]
     for broker, key in (("RabbitMQ", "rabbitmq"), ("Redis", "redis")):
         for point in ("mid-transaction", "after-commit-before-ack"):
             cells.append(
@@ -265,6 +353,21 @@ def _cells() -> list[Cell]:
             "raising handler (handed back)",
             f"{AIO}test_aio_pika_settlement.py::"
             "test_a13_a_retry_copy_returns_to_the_queue_the_delivery_came_from[no-queue]",
+        ),
+        Cell(
+            "aio-pika",
+            "RabbitMQ",
+            "topic exchange, named exchange",
+            "raising handler (retry copy)",
+            f"{AIO}test_aio_pika_settlement.py::"
+            "test_a15_a_named_exchange_copies_back_under_the_deliverys_routing_key",
+        ),
+        Cell(
+            "aio-pika",
+            "RabbitMQ",
+            "no_ack=True",
+            "quarantined, never run",
+            f"{AIO}test_aio_pika_settlement.py::test_a14_a_no_ack_consumer_is_quarantined_never_run",
         ),
     ]
     return cells

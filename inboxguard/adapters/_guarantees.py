@@ -1,23 +1,24 @@
 """The guarantee facts of a kombu, aio-pika or Kafka consumer (no framework imported).
 
-The kombu and aio-pika consumers ack after the transaction commits and retry
-by publishing a copy before acking the original, so their delivery mode and
-retry horizon come from ``max_attempts`` and ``retry_delay``. Whether the
-queue is consumed with acknowledgements at all (``no_ack``) is set on the
-consumer, out of the callback's sight, and is shown as unknown. A consumer
-that settles otherwise (Kafka commits offsets, it acks nothing) passes its
-own ``delivery`` fact, ``early_acks`` and extra replay ``windows``, each read
-when the table is asked for, and says what settles a delivery and how an
-unsettled one comes back (the lost-ack example).
+These consumers ack after the transaction commits and retry by publishing a
+copy before acking the original, so their delivery mode and retry horizon
+come from ``max_attempts`` and ``retry_delay``, beside every row of the
+adapter's settlement table (a row judged on each delivery, such as
+``no_ack``, which is set on the consumer out of the callback's sight, is
+shown with the values it accepts). A consumer that settles otherwise (Kafka
+commits offsets, it acks nothing) passes its own ``delivery`` fact,
+``early_acks`` and extra replay ``windows``, each read when the table is
+asked for, and says what settles a delivery and how an unsettled one comes
+back (the lost-ack example).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
+from inboxguard._core.guarantee import GuaranteeFact, Setting, check_declared_guarantee
 from inboxguard._core.handlers import (
     HandlerFacts,
     Registration,
@@ -45,8 +46,11 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
     windows: Callable[[], Sequence[Window]] = tuple,
     settled_by: str = "the ack",
     redelivered: str | None = None,
+    settlement: Mapping[str, Setting] | None = None,
 ) -> None:
-    """List a guarded consumer callback in its inbox's registry of guarded handlers.
+    """List a guarded consumer callback in its inbox's registry of guarded handlers
+    (``settlement``: its settlement table's rows, as ``SettlementTable.shown``
+    gives them).
 
     Raises:
         ConfigurationError: ``guarantee`` is not a Guarantee or declares a
@@ -62,13 +66,13 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
         f"{format_duration(retry_delay)}",
     )
     queue_delivery = GuaranteeFact(
-        "at least once, if the queue is consumed with acknowledgements: the callback acks"
-        " only after the transaction commits, and a retry publishes its copy before the"
-        " original is acked",
+        "at least once: the callback acks only after the transaction commits, a retry"
+        " publishes its copy before the original is acked, and a delivery the broker"
+        " already forgot (no_ack) is quarantined, never run",
         settings={
             "max_attempts": max_attempts,
             "retry_delay": format_duration(retry_delay),
-            "no_ack": None,
+            **(settlement or {}),
         },
     )
 

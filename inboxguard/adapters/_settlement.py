@@ -4,9 +4,9 @@ acked, requeued, redelivered or dropped, and the values the adapter accepts.
 Each adapter declares one :class:`SettlementTable` next to its driver. Its
 start-up check and its delivery path read that table, and so do its docs
 page (rendered by :meth:`SettlementTable.markdown`) and its guarantee table
-(:meth:`SettlementTable.summary`). A value is accepted because a row says it
-is safe, never because no row says it is bad: a value no row matches is
-refused with a message naming the safe ones. Imports no framework.
+(:meth:`SettlementTable.shown`, :meth:`SettlementTable.summary`). A value is
+accepted because a row says it is safe, never because no row says it is bad:
+a value no row matches is refused with a message naming the safe ones. Imports no framework.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from inboxguard._core.guarantee import Setting as Shown
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["Choice", "Setting", "SettlementTable", "equals"]
@@ -142,3 +143,26 @@ class SettlementTable:
     def summary(self) -> str:
         """One line per setting, for the guarantee tables: the safe values."""
         return "; ".join(f"{s.name}: {s.safe_values()}" for s in self.settings)
+
+    def shown(
+        self, values: Mapping[str, Any], *, unseen: str = "judged on each delivery"
+    ) -> dict[str, Shown]:
+        """Every row as a guarantee-table setting: its value in ``values``, or,
+        for a row absent from it, ``unseen`` and the values the row accepts."""
+        return {
+            s.name: _shown(values[s.name])
+            if s.name in values
+            else f"{unseen}; accepts {s.safe_values()}"
+            for s in self.settings
+        }
+
+
+def _shown(value: object) -> Shown:
+    """A setting's value as a guarantee table writes it: a scalar as itself,
+    an enum member as its value, a callable as its dotted name."""
+    value = getattr(value, "value", value) if not callable(value) else value
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if callable(value):
+        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', value)}"
+    return repr(value)

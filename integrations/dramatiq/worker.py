@@ -18,7 +18,7 @@ import dramatiq
 from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,7 +27,7 @@ from inboxguard.adapters.dramatiq import InboxMiddleware
 from integrations.dramatiq.brokers import make_broker
 from integrations.dramatiq.model import async_db_url, make_inbox, shipments_table
 from integrations.dramatiq.settings import Settings
-from integrations.payments import hang
+from integrations.payments import hang, hang_after_commit
 
 settings = Settings.from_env()
 engine = create_engine(settings.db_url, pool_size=16, pool_pre_ping=True)
@@ -91,7 +91,7 @@ def apply_shipment(session: Session, order_id: str, sku: str, qty: int) -> dict[
     if order_id == settings.hang_in_body:
         hang(order_id)
     if order_id == settings.hang_after_commit:
-        event.listen(session, "after_commit", lambda _: hang(order_id), once=True)
+        hang_after_commit(session, order_id)
     return {"order_id": order_id, "shipped": qty}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
+from dramatiq.middleware import Retries
 from sqlalchemy.orm import Session, sessionmaker
 
 import inboxguard
@@ -37,10 +38,38 @@ def test_dramatiq_retries_change_the_table(table_inbox: inboxguard.Inbox) -> Non
     reviewed = inboxguard.read_lock(inboxguard.lock_text([table]))
     ship.options["max_retries"] = 50
     changes = inboxguard.lock_changes(inboxguard.guarantees_of(broker), reviewed)
-    assert [(c.field, c.setting) for c in changes] == [("dedup_window", "retry_schedule")]
+    # The settlement row changed, and with it the retry schedule it makes.
+    assert [(c.field, c.setting) for c in changes] == [
+        ("delivery_mode", "max_retries"),
+        ("dedup_window", "retry_schedule"),
+    ]
     # 50 retries of Dramatiq's default backoff run for days: longer than the evidence
     (problem,) = inboxguard.contradictions_of(broker)
     assert (problem.field, problem.setting) == ("dedup_window", "retry_schedule")
+
+
+def _give_up_after_two(retries: int, error: Exception) -> bool:
+    return retries <= 2
+
+
+def test_dramatiq_table_shows_every_settlement_row(table_inbox: inboxguard.Inbox) -> None:
+    """The delivery mode lists each row of the Dramatiq settlement table as
+    the worker's boot check reads it: a callable by its dotted name, a row
+    whose middleware the broker lacks as not in effect."""
+    broker = StubBroker(middleware=[Retries()])
+    broker.add_middleware(InboxMiddleware(table_inbox, session_factory=sessionmaker()))
+
+    @dramatiq.actor(broker=broker, retry_when=_give_up_after_two, inbox_command_id="order_id")
+    def ship(order_id: str) -> None:
+        return None
+
+    (table,) = inboxguard.guarantees_of(broker)
+    delivery = table.fact("delivery_mode")
+    assert delivery is not None
+    assert delivery.settings["Retries middleware"] is True
+    assert delivery.settings["max_retries"] == 20
+    assert delivery.settings["retry_when"] == f"{__name__}._give_up_after_two"
+    assert delivery.settings["max_age"] == "not in effect: no such middleware; accepts None"
 
 
 def test_dramatiq_refuses_a_declared_derived_field(table_inbox: inboxguard.Inbox) -> None:
@@ -57,7 +86,7 @@ def test_dramatiq_refuses_a_declared_derived_field(table_inbox: inboxguard.Inbox
             return None
 
 
-def test_kombu_consumer_with_unknown_no_ack(table_inbox: inboxguard.Inbox) -> None:
+def test_kombu_consumer_shows_its_settlement_rows(table_inbox: inboxguard.Inbox) -> None:
     def pay(body: Any, message: Any) -> None:
         return None
 
@@ -72,7 +101,8 @@ def test_kombu_consumer_with_unknown_no_ack(table_inbox: inboxguard.Inbox) -> No
     (table,) = inboxguard.guarantees_of(table_inbox)
     delivery = table.fact("delivery_mode")
     assert delivery is not None
-    assert delivery.settings["no_ack"] is None  # set on the Consumer: not visible, not guessed
+    # Set on the Consumer, out of the callback's sight: judged on each delivery.
+    assert delivery.settings["no_ack"] == "judged on each delivery; accepts False"
     dedup = table.fact("dedup_window")
     assert dedup is not None
     assert dedup.settings["retry_schedule"] == "1m30s"  # 3 retries x 30 s
@@ -99,6 +129,10 @@ def test_aio_pika_consumer_is_listed(table_inbox: inboxguard.Inbox) -> None:
     )
     (table,) = inboxguard.guarantees_of([table_inbox])
     assert table.consumer == "payments-async"
+    delivery = table.fact("delivery_mode")
+    assert delivery is not None
+    assert delivery.settings["retry route"] == "default exchange + queue"
+    assert delivery.settings["no_ack"] == "judged on each delivery; accepts False"
 
 
 def test_inbox_handler_lost_ack_example_holds(table_inbox: inboxguard.Inbox) -> None:

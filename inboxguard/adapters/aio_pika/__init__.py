@@ -68,7 +68,13 @@ from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.aio_pika._route import copy_published, queue_name, routing_key_of
-from inboxguard.adapters.aio_pika._settlement import check_route
+from inboxguard.adapters.aio_pika._settlement import (
+    AIO_PIKA_SETTLEMENT,
+    acked_on_delivery,
+    check_delivery,
+    check_route,
+    route_of,
+)
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
@@ -156,6 +162,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         max_attempts=max_attempts,
         retry_delay=retry_delay,
         guarantee=guarantee,
+        settlement=AIO_PIKA_SETTLEMENT.shown({"retry route": route_of(exchange, queue_to)}),
     )
     run = _Runner(handler, inbox, session_factory, consumer, tuple(exclude))
     get_id = id_getter(command_id)
@@ -164,6 +171,9 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
     )
 
     async def callback(message: AbstractIncomingMessage) -> None:
+        if acked_on_delivery(message):
+            await _refuse_auto_acked(run, message)
+            return
         attempt = policy.receive(message.headers)
         await asyncio.sleep(attempt.wait)
         key = message_key(message.message_id, message.body)
@@ -196,6 +206,19 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         await _perform(step, message, attempt, exchange, queue_to)
 
     return callback
+
+
+async def _refuse_auto_acked(run: _Runner, message: AbstractIncomingMessage) -> None:
+    """A delivery the broker already forgot (``no_ack=True``): nothing can retry
+    or reject it, so it is neither run nor settled, only quarantined (logged
+    at CRITICAL)."""
+    key = message_key(message.message_id, message.body)
+    raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}
+    try:
+        check_delivery(message, f"aio-pika consumer {run.consumer!r}")
+    except ConfigurationError as refusal:
+        logger.critical("%s", refusal)
+        await run.record(refusal, Refused(run.consumer, None, key, raw, (), raw), None)
 
 
 def _reason(outcome: Outcome) -> str | None:

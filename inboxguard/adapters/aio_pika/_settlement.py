@@ -1,8 +1,11 @@
 """The aio-pika settlement table: where a guarded callback's retry copy goes,
-by the ``exchange`` and ``queue`` it was given, and what the callback does.
+by the ``exchange`` and ``queue`` it was given, whether the queue is
+consumed with acknowledgements, and what the callback does.
 
-Read when the callback is declared (``guarded``); the delivery path follows
-the accepted row (``_route``). Rendered into docs/adapters/asyncio.md.
+The route is read when the callback is declared (``guarded``) and the
+delivery path follows the accepted row (``_route``); ``no_ack`` is set on
+``queue.consume``, out of the callback's sight, and is judged on each
+delivery. Rendered into docs/adapters/asyncio.md.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inboxguard.adapters._settlement import Choice, Setting, SettlementTable
+from inboxguard.adapters._settlement import Choice, Setting, SettlementTable, equals
 
-__all__ = ["AIO_PIKA_SETTLEMENT", "check_route", "route_of"]
+__all__ = ["AIO_PIKA_SETTLEMENT", "acked_on_delivery", "check_delivery", "check_route", "route_of"]
 
 
 def _is(name: str) -> Any:
@@ -53,8 +56,46 @@ AIO_PIKA_SETTLEMENT = SettlementTable(
                 ),
             ),
         ),
+        Setting(
+            "no_ack",
+            "queue.consume",
+            (
+                Choice(
+                    "False",
+                    "accepts",
+                    "the callback acks after the commit, or copies the message back first",
+                    equals(False),
+                ),
+                Choice(
+                    "True",
+                    "refuses",
+                    "the broker dropped its copy on delivery: nothing can be retried or"
+                    " rejected; each delivery is quarantined under configuration, never run",
+                    equals(True),
+                ),
+            ),
+        ),
     ),
 )
+
+
+def acked_on_delivery(message: Any) -> bool:
+    """Whether ``message`` came to a consumer with ``no_ack=True``.
+
+    aio-pika marks such a delivery (and one without a delivery tag, which
+    nothing can settle either) ``processed`` as it builds the message, before
+    any callback sees it; a message the broker still holds arrives unprocessed.
+    """
+    return bool(getattr(message, "processed", False))
+
+
+def check_delivery(message: Any, where: str) -> None:
+    """Refuse a delivery whose consumer settings the table does not know to be safe.
+
+    Raises:
+        ConfigurationError: naming the setting and its safe values.
+    """
+    AIO_PIKA_SETTLEMENT.check({"no_ack": acked_on_delivery(message)}, where)
 
 
 def route_of(exchange: object, queue: str | None) -> str:

@@ -2,7 +2,8 @@
 
 The actor is registered when :class:`InboxMiddleware` guards it; its facts
 are read when asked: the broker (Dramatiq acknowledges a message only after
-the actor returned, so after the guarded transaction committed), the replay
+the actor returned, so after the guarded transaction committed) and every
+row of its settlement table as the worker's boot check reads it, the replay
 windows the worker's start-up check discovers (the Retries schedule from
 ``max_retries``, ``min_backoff`` and ``max_backoff``, the dead-letter TTL, the
 Redis heartbeat requeue), the command-ID spec and the consumer name.
@@ -21,6 +22,7 @@ from inboxguard._core.handlers import (
     describe_command_id,
     register_handler,
 )
+from inboxguard.adapters.dramatiq._settlement import DRAMATIQ_SETTLEMENT, settlement_values
 from inboxguard.adapters.dramatiq._windows import replay_windows
 
 __all__ = ["GUARANTEE_OPTION", "check_guarantee", "register_actor"]
@@ -85,7 +87,14 @@ def _facts(
             "at least once: Dramatiq acknowledges the message only after the actor returned,"
             " so after its transaction committed; a worker that dies first leaves it to be"
             " delivered again",
-            settings={"broker": type(broker).__name__, "queue": actor.queue_name},
+            settings={
+                "broker": type(broker).__name__,
+                "queue": actor.queue_name,
+                # Every row of the settlement table, as the worker's boot check reads it.
+                **DRAMATIQ_SETTLEMENT.shown(
+                    settlement_values(broker, actor), unseen="not in effect: no such middleware"
+                ),
+            },
         ),
         windows=windows,
         retry_horizon=retry,

@@ -16,7 +16,7 @@ from dramatiq.middleware import AgeLimit, Retries
 
 from inboxguard.adapters._settlement import Choice, Setting, SettlementTable, equals
 
-__all__ = ["DRAMATIQ_SETTLEMENT", "check_actors"]
+__all__ = ["DRAMATIQ_SETTLEMENT", "check_actors", "settlement_values"]
 
 
 def _retries_at_least(low: int) -> Any:
@@ -113,20 +113,27 @@ DRAMATIQ_SETTLEMENT = SettlementTable(
 )
 
 
+def settlement_values(broker: Broker, actor: Actor[Any, Any]) -> dict[str, Any]:
+    """The settlement settings of ``actor`` on ``broker``, by row name (an
+    option falls back to its middleware's default; a row whose middleware is
+    absent is left out)."""
+    retries = next((m for m in broker.middleware if isinstance(m, Retries)), None)
+    ages = next((m for m in broker.middleware if isinstance(m, AgeLimit)), None)
+    options = actor.options
+    values: dict[str, Any] = {"Retries middleware": retries is not None}
+    if retries is not None:
+        values["max_retries"] = options.get("max_retries", retries.max_retries)
+        values["retry_when"] = options.get("retry_when", retries.retry_when)
+    if ages is not None:
+        values["max_age"] = options.get("max_age", ages.max_age)
+    return values
+
+
 def check_actors(broker: Broker, actors: Iterable[Actor[Any, Any]]) -> None:
     """Refuse guarded actors whose settlement settings the table does not know to be safe.
 
     Raises:
         ConfigurationError: naming the actor, the setting and its safe values.
     """
-    retries = next((m for m in broker.middleware if isinstance(m, Retries)), None)
-    ages = next((m for m in broker.middleware if isinstance(m, AgeLimit)), None)
     for actor in actors:
-        options = actor.options
-        values: dict[str, Any] = {"Retries middleware": retries is not None}
-        if retries is not None:
-            values["max_retries"] = options.get("max_retries", retries.max_retries)
-            values["retry_when"] = options.get("retry_when", retries.retry_when)
-        if ages is not None:
-            values["max_age"] = options.get("max_age", ages.max_age)
-        DRAMATIQ_SETTLEMENT.check(values, f"actor {actor.actor_name!r}")
+        DRAMATIQ_SETTLEMENT.check(settlement_values(broker, actor), f"actor {actor.actor_name!r}")

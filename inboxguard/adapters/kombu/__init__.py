@@ -75,7 +75,11 @@ from inboxguard.adapters._outcome import Outcome, log_duplicate
 from inboxguard.adapters._redelivery import Attempt, Redelivery, Step
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import check_pairing, transaction
-from inboxguard.adapters.kombu._settlement import acked_on_delivery, check_delivery
+from inboxguard.adapters.kombu._settlement import (
+    KOMBU_SETTLEMENT,
+    acked_on_delivery,
+    check_delivery,
+)
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
@@ -198,6 +202,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         max_attempts=max_attempts,
         retry_delay=retry_delay,
         guarantee=guarantee,
+        settlement=KOMBU_SETTLEMENT.shown({}),
     )
     run = _Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
     sent_time = SentTimeCheck(

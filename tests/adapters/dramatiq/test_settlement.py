@@ -30,7 +30,7 @@ from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard.adapters.dramatiq import InboxMiddleware
-from inboxguard.errors import ConfigurationError
+from inboxguard.errors import ConfigurationError, RetentionMisalignedError
 from tests.outbox._proxy import TcpProxy
 
 from .test_middleware import Spy
@@ -55,6 +55,54 @@ def test_d17_max_retries_zero_during_an_outage_never_dead_letters_without_a_reco
     database is unreachable: the transient failure cannot be quarantined, so
     the message must come back, not be failed into the dead-letter queue;
     once the database is back the command is applied once."""
+    _outage_applies_once(proxied, prefix, max_retries=0)
+
+
+def _give_up_after_one(retries: int, error: Exception) -> bool:
+    return retries <= 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"max_retries": 1}, {"retry_when": _give_up_after_one}],
+    ids=["max_retries=1", "retry_when"],
+)
+def test_d20_every_accepted_retry_setting_survives_an_outage(
+    proxied: tuple[TcpProxy, str], prefix: str, options: dict[str, Any]
+) -> None:
+    """The other retry settings the Dramatiq table accepts, under the same
+    outage: the smallest limit, and a ``retry_when`` that gives up after one
+    retry. Each message comes back (never dead-lettered without a record) and
+    is applied once the database is back."""
+    _outage_applies_once(proxied, prefix, **options)
+
+
+def test_d20_unbounded_retries_are_refused_before_the_first_delivery(
+    sqlite_url: str, prefix: str
+) -> None:
+    """``max_retries=None``, which the settlement table accepts, never reaches a
+    delivery: its retry schedule has no end, so the boot check's retention
+    alignment refuses the worker (no evidence outlives such a window)."""
+    engine = create_engine(sqlite_url)
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=60), table_prefix=prefix)
+    broker = StubBroker()
+    middleware = InboxMiddleware(inbox, session_factory=sessionmaker(engine))
+    broker.add_middleware(middleware)
+
+    @dramatiq.actor(broker=broker, max_retries=None, inbox_command_id="order_id")
+    def forever(order_id: str) -> None:
+        return None
+
+    with pytest.raises(RetentionMisalignedError, match="max_retries=None"):
+        middleware.check_alignment(broker)
+    broker.close()
+    engine.dispose()
+
+
+def _outage_applies_once(proxied: tuple[TcpProxy, str], prefix: str, **options: Any) -> None:
+    """One command sent while the database is cut: at least three retries
+    and no dead letter, then, with the database back, one effect row and no
+    quarantine record."""
     proxy, url = proxied
     engine = create_engine(url, pool_pre_ping=True)
     inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=1), table_prefix=prefix)
@@ -76,7 +124,7 @@ def test_d17_max_retries_zero_during_an_outage_never_dead_letters_without_a_reco
         )
     )
 
-    @dramatiq.actor(broker=broker, max_retries=0, min_backoff=10, inbox_command_id="order_id")
+    @dramatiq.actor(broker=broker, min_backoff=10, inbox_command_id="order_id", **options)
     def apply(order_id: str) -> None:
         inboxguard.current_session().execute(insert(effects).values(order_id=order_id))
 
@@ -112,6 +160,7 @@ def test_d17_max_retries_zero_during_an_outage_never_dead_letters_without_a_reco
         ({"max_age": 60_000}, "max_age=60000: AgeLimit fails an older message"),
         ({"max_retries": "3"}, "max_retries='3': not a value the Dramatiq adapter knows"),
     ],
+    ids=["max_age", "unknown-value"],
 )
 def test_d18_an_actor_setting_not_known_to_be_safe_refuses_the_worker(
     sqlite_url: str, prefix: str, options: dict[str, Any], named: str
