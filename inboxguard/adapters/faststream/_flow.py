@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faststream.exceptions import HandlerException, SkipMessage
 
@@ -27,10 +27,8 @@ from inboxguard.adapters._redelivery import Attempt, Step
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.faststream._brokers import BrokerKind, Copy, sent_time_of
+from inboxguard.adapters.faststream._guard import Guard
 from inboxguard.adapters.faststream._options import HandlerOptions
-
-if TYPE_CHECKING:
-    from inboxguard.adapters.faststream._middleware import InboxMiddleware
 
 __all__ = ["Delivery"]
 
@@ -42,7 +40,7 @@ class Delivery:
 
     def __init__(
         self,
-        guard: InboxMiddleware,
+        guard: Guard,
         kind: BrokerKind,
         msg: Any,
         options: HandlerOptions,
