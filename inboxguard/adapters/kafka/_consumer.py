@@ -166,12 +166,12 @@ class GuardedConsumer:
         claim_consumer(self.inbox, self.name, where, shared=self.shared, option="shared_consumer")
         require_tables(self.inbox)
         retry = retry_window(where, self.policy.max_attempts, self.reader_delay)
-        self.inbox.require_alignment(retry.source, **{retry.name: retry.length})
+        self.inbox.require_alignment(retry.source, **{retry.name: retry.bound})
         if self.windows:
             self.inbox.require_alignment(f"{where}: windows=...", **self.windows)
         retentions = await topic_retentions(self._bootstrap(), self.topics)
         for window in reset_windows(where, reset_of(self.consumer), retentions):
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
         listener = self.watermarks.listener() if self.watermarks else None
         if listener is None:
             self.consumer.subscribe(topics=self.topics)
