@@ -8,8 +8,8 @@ go, or one the broker returns, hands the original back instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from aio_pika import Message
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
@@ -17,9 +17,14 @@ from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
 from inboxguard.adapters._redelivery import Attempt, Step
 from inboxguard.adapters.aio_pika._route import copy_published, routing_key_of
 
-__all__ = ["perform"]
+__all__ = ["VERBS", "perform"]
 
 logger = logging.getLogger("inboxguard.aio_pika")
+
+
+Verb = Callable[
+    [Step, AbstractIncomingMessage, Attempt, AbstractExchange, str | None], Awaitable[None]
+]
 
 
 async def perform(
@@ -29,36 +34,73 @@ async def perform(
     exchange: AbstractExchange,
     queue: str | None,
 ) -> None:
-    """Do what ``step`` says with the message (retry: publish the copy, then
-    ack; a copy with nowhere known to go, or returned, hands the original back)."""
-    if step is Step.ACK:
-        await _quietly(message.ack(), "ack after the commit")
-    elif step in (Step.RETRY, Step.REQUEUE):
-        headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
-        key = routing_key_of(exchange, queue, message)
-        if key is None:
-            logger.error(
-                "message %s came through exchange %r: a copy on the default exchange under"
-                " its routing key %r reaches no queue; it goes back to the broker as it is."
-                " Pass guarded(..., queue=<the consumed queue>) so retries go back to it",
-                message.message_id,
-                message.exchange,
-                message.routing_key,
-            )
-            await _quietly(message.nack(requeue=True), "hand back")
-        elif await _republish(exchange, key, message, headers):
-            await _quietly(message.ack(), "ack after publishing its copy")
-        else:
-            logger.error(
-                "the retry copy of message %s was returned unroutable by exchange %r under"
-                " %r; the original goes back to the broker instead",
-                message.message_id,
-                exchange.name,
-                key,
-            )
-            await _quietly(message.nack(requeue=True), "hand back")
+    """Do what ``step`` says with the message, by :data:`VERBS`."""
+    await VERBS[step](step, message, attempt, exchange, queue)
+
+
+async def _acked(
+    step: Step,
+    message: AbstractIncomingMessage,
+    attempt: Attempt,
+    exchange: AbstractExchange,
+    queue: str | None,
+) -> None:
+    await _quietly(message.ack(), "ack after the commit")
+
+
+async def _copied(
+    step: Step,
+    message: AbstractIncomingMessage,
+    attempt: Attempt,
+    exchange: AbstractExchange,
+    queue: str | None,
+) -> None:
+    """Publish the copy, then ack; a copy with nowhere known to go, or one
+    returned, hands the original back."""
+    key = routing_key_of(exchange, queue, message)
+    if key is None:
+        logger.error(
+            "message %s came through exchange %r: a copy on the default exchange under"
+            " its routing key %r reaches no queue; it goes back to the broker as it is."
+            " Pass guarded(..., queue=<the consumed queue>) so retries go back to it",
+            message.message_id,
+            message.exchange,
+            message.routing_key,
+        )
+        await _quietly(message.nack(requeue=True), "hand back")
+    elif await _republish(exchange, key, message, attempt.copy_headers(step)):
+        await _quietly(message.ack(), "ack after publishing its copy")
     else:
-        await _quietly(message.reject(requeue=False), "reject")
+        logger.error(
+            "the retry copy of message %s was returned unroutable by exchange %r under"
+            " %r; the original goes back to the broker instead",
+            message.message_id,
+            exchange.name,
+            key,
+        )
+        await _quietly(message.nack(requeue=True), "hand back")
+
+
+async def _rejected(
+    step: Step,
+    message: AbstractIncomingMessage,
+    attempt: Attempt,
+    exchange: AbstractExchange,
+    queue: str | None,
+) -> None:
+    await _quietly(message.reject(requeue=False), "reject")
+
+
+#: The aio-pika verbs of each step: ack; a copy (the next attempt, or this
+#: one again) on the route ``_route`` picks, then ack, or hand back (nack
+#: with requeue) when it cannot go; reject without requeue.
+VERBS: Final[Mapping[Step, Verb]] = {
+    Step.ACK: _acked,
+    Step.RETRY: _copied,
+    Step.REQUEUE: _copied,
+    Step.REJECT: _rejected,
+    Step.GIVE_UP: _rejected,
+}
 
 
 async def _republish(

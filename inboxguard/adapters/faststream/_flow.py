@@ -152,7 +152,7 @@ class Delivery:
             await _quietly(kind.ack(msg), "ack after the commit")
         elif step in (Step.RETRY, Step.REQUEUE):
             attempt = self.attempt
-            headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
+            headers = attempt.copy_headers(step)
             if self.sent_at is not None and _headers.sent_at_of(headers) is None:
                 headers[_headers.SENT_AT] = self.sent_at.isoformat()
             broker = self.context.get_local("broker")

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from kombu.message import Message
 from kombu.messaging import Producer
 
 from inboxguard.adapters._redelivery import Attempt, Step
 
-__all__ = ["perform"]
+__all__ = ["VERBS", "perform"]
 
 logger = logging.getLogger("inboxguard.kombu")
 
@@ -32,22 +32,42 @@ _COPIED_PROPERTIES = (
 )
 
 
+ProducerSpec = Producer | Callable[[], Producer] | None
+Verb = Callable[[Step, Message, str, Attempt, ProducerSpec], None]
+
+
 def perform(
-    step: Step,
-    message: Message,
-    cid: str,
-    attempt: Attempt,
-    producer: Producer | Callable[[], Producer] | None,
+    step: Step, message: Message, cid: str, attempt: Attempt, producer: ProducerSpec
 ) -> None:
-    """Do what ``step`` says with the message (retry: publish the copy, then ack)."""
-    if step is Step.ACK:
-        _ack(message, cid, "its commit")
-    elif step in (Step.RETRY, Step.REQUEUE):
-        headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
-        _republish(_producer_for(producer, message), message, headers)
-        _ack(message, cid, "its copy was published")
-    else:
-        _reject(message)
+    """Do what ``step`` says with the message, by :data:`VERBS`."""
+    VERBS[step](step, message, cid, attempt, producer)
+
+
+def _acked(step: Step, message: Message, cid: str, attempt: Attempt, _: ProducerSpec) -> None:
+    _ack(message, cid, "its commit")
+
+
+def _copied(
+    step: Step, message: Message, cid: str, attempt: Attempt, producer: ProducerSpec
+) -> None:
+    _republish(_producer_for(producer, message), message, attempt.copy_headers(step))
+    _ack(message, cid, "its copy was published")
+
+
+def _rejected(step: Step, message: Message, cid: str, attempt: Attempt, _: ProducerSpec) -> None:
+    _reject(message)
+
+
+#: The kombu verbs of each step: ack; a copy (the next attempt, or this one
+#: again) published where the delivery came from, then ack; reject without
+#: requeue.
+VERBS: Final[Mapping[Step, Verb]] = {
+    Step.ACK: _acked,
+    Step.RETRY: _copied,
+    Step.REQUEUE: _copied,
+    Step.REJECT: _rejected,
+    Step.GIVE_UP: _rejected,
+}
 
 
 def _republish(producer: Producer, message: Message, headers: Mapping[str, Any]) -> None:
@@ -64,7 +84,7 @@ def _republish(producer: Producer, message: Message, headers: Mapping[str, Any])
     )
 
 
-def _producer_for(producer: Producer | Callable[[], Producer] | None, message: Message) -> Producer:
+def _producer_for(producer: ProducerSpec, message: Message) -> Producer:
     if producer is None:
         return Producer(message.channel)  # type: ignore[no-untyped-call]
     if isinstance(producer, Producer):
