@@ -1,17 +1,26 @@
-"""Each republishing consumer settles every step the redelivery policy can
-decide, by the one outcome -> verb table next to its driver."""
+"""Each consumer driven by the shared redelivery policy settles every step it
+can decide, by the one step -> verb table next to its driver."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 
 from inboxguard.adapters._redelivery import Step
 
 
-@pytest.mark.parametrize("module", ["kombu", "aio_pika"])
-def test_every_step_has_a_verb(module: str) -> None:
-    pytest.importorskip(module)
-    settle = __import__(f"inboxguard.adapters.{module}._settle", fromlist=["VERBS"])
+@pytest.mark.parametrize(
+    ("framework", "driver"),
+    [
+        ("kombu", "kombu._settle"),
+        ("aio_pika", "aio_pika._settle"),
+        ("faststream", "faststream._flow"),
+    ],
+)
+def test_every_step_has_a_verb(framework: str, driver: str) -> None:
+    pytest.importorskip(framework)
+    settle = importlib.import_module(f"inboxguard.adapters.{driver}")
     assert set(settle.VERBS) == set(Step)
     # A copy is published for a retry and for a requeue; a refusal and a
     # last failed attempt are both rejected.
