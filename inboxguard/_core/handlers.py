@@ -26,7 +26,6 @@ from inboxguard._core.retention import Window
 __all__ = [
     "HandlerFacts",
     "Registration",
-    "ReplayWindow",
     "add_preparer",
     "describe_command_id",
     "prepare",
@@ -34,11 +33,6 @@ __all__ = [
     "registered_inboxes",
     "registrations",
 ]
-
-
-#: :class:`~inboxguard._core.retention.Window` (the same class), under the
-#: name the handler facts' readers import.
-ReplayWindow = Window
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_HORIZON",
     "MIN_CLOCK_SKEW",
     "UNBOUNDED",
+    "CheckedWindow",
     "RetentionPolicy",
     "Window",
     "WindowRow",
@@ -56,6 +57,20 @@ class Window:
     def bound(self) -> dt.timedelta:
         """The length to compare with a horizon (:data:`UNBOUNDED` for None)."""
         return UNBOUNDED if self.length is None else self.length
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedWindow:
+    """A :class:`Window` found inside the horizon of the inbox it was checked
+    against (what a worker's start-up log reports)."""
+
+    window: Window
+    horizon: dt.timedelta
+
+    @property
+    def share(self) -> float:
+        """The part of the horizon the window takes (the largest is the closest)."""
+        return self.window.bound.total_seconds() / max(self.horizon.total_seconds(), 1e-9)
 
 
 @dataclass(frozen=True, slots=True)

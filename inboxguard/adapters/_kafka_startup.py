@@ -23,14 +23,13 @@ import asyncio
 import concurrent.futures
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from inboxguard._core.retention import Window
 from inboxguard.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_TOPIC_RETENTION",
-    "Window",
     "check_consumer",
     "reset_windows",
     "retry_window",
@@ -44,15 +43,6 @@ _UNKNOWN_TOPIC = 3
 _MISSING = "the topic does not exist yet: the broker default of 7 days assumed"
 #: Seconds the broker may take to describe the topics at start-up.
 DESCRIBE_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One replay window: its name, its length and where it was read."""
-
-    name: str
-    length: dt.timedelta
-    source: str
 
 
 def check_consumer(consumer: Any, where: str) -> None:

@@ -95,6 +95,11 @@ class Attempt:
         """Headers of a copy of this same attempt, due after the retry delay."""
         return retry_headers(self.headers, self.number - 1, self.policy.delay)
 
+    def copy_headers(self, step: Step) -> dict[str, Any]:
+        """Headers of the copy a ``RETRY`` (the next attempt) or a ``REQUEUE``
+        (this same attempt again) publishes."""
+        return self.next_headers() if step is Step.RETRY else self.requeue_headers()
+
     def judge(self, error: Exception) -> Outcome:
         """The outcome of this attempt ending with ``error`` (a handler's
         exception is retried like a transient one: these consumers have no

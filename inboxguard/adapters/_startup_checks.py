@@ -6,21 +6,16 @@ refuse to start on the error.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Iterable
 
 from inboxguard import InboxStore
-from inboxguard._core.retention import format_duration
+from inboxguard._core.retention import CheckedWindow, format_duration
 from inboxguard.errors import ConfigurationError
 
 __all__ = ["log_alignment_passed", "require_tables"]
 
 logger = logging.getLogger("inboxguard")
-
-#: One checked window: its name, length, where it was found, and the horizon
-#: of the inbox it was checked against.
-CheckedWindow = tuple[str, dt.timedelta, str, dt.timedelta]
 
 
 def require_tables(inbox: InboxStore) -> None:
@@ -53,20 +48,16 @@ def log_alignment_passed(framework: str, guarded: int, windows: Iterable[Checked
             guarded,
         )
         return
-    name, length, source, horizon = max(checked, key=_share_of_horizon)
+    closest = max(checked, key=lambda found: found.share)
+    window = closest.window
     logger.info(
         "inboxguard: %s start-up checks passed: %d guarded handler(s), %d replay window(s)"
         " inside the evidence horizon; the closest, %s=%s (%s), fits inside %s",
         framework,
         guarded,
         len(checked),
-        name,
-        format_duration(length),
-        source,
-        format_duration(horizon),
+        window.name,
+        format_duration(window.bound),
+        window.source,
+        format_duration(closest.horizon),
     )
-
-
-def _share_of_horizon(window: CheckedWindow) -> float:
-    _, length, _, horizon = window
-    return length.total_seconds() / max(horizon.total_seconds(), 1e-9)

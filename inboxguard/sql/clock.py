@@ -77,10 +77,11 @@ class ServerClock:
         """Read the server's time; pair it with the monotonic mid-point of the read."""
         assert self._query is not None
         with self._lock:
-            before = time.monotonic()
             with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")  # connected and warm: time one round trip only
+                before = time.monotonic()
                 value = conn.execute(text(self._query)).scalar_one()
-            after = time.monotonic()
+                after = time.monotonic()
             if value.tzinfo is None:  # MariaDB/MySQL: UTC_TIMESTAMP is naive UTC
                 value = value.replace(tzinfo=dt.UTC)
             self._base = ((before + after) / 2, value.astimezone(dt.UTC))

@@ -13,7 +13,7 @@ from celery import signals
 
 from inboxguard import ConfigurationError, InboxStore, RetentionMisalignedError
 from inboxguard._core import headers as _headers
-from inboxguard._core.retention import Window, format_duration
+from inboxguard._core.retention import CheckedWindow, Window, format_duration
 from inboxguard.adapters._fork import engines_of, release_in_parent, track
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters.celery._guarantee import register_task, use_window_source
@@ -181,7 +181,9 @@ def _refuse_misaligned_worker(sender: Any = None, instance: Any = None, **_: Any
         release_in_parent()
     found = replay_windows(app)
     checked = [
-        (name, length, _named(item, item.sources[name]), item.inbox.retention.horizon)
+        CheckedWindow(
+            Window(name, length, _named(item, item.sources[name])), item.inbox.retention.horizon
+        )
         for item in found
         for name, length in item.windows.items()
     ]

@@ -29,7 +29,7 @@ from inboxguard import InboxStore
 from inboxguard._core.digest import digest_of
 from inboxguard._core.extract import command_id_getter
 from inboxguard._core.identity import validate_identity
-from inboxguard._core.retention import Window
+from inboxguard._core.retention import CheckedWindow, Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._fork import engines_of, track
 from inboxguard.adapters._sent_time import SentTimeCheck
@@ -284,7 +284,7 @@ class InboxMiddleware(Middleware):
             if self.guarded:
                 require_tables(self.inbox)
             horizon = self.inbox.retention.horizon
-            checked = [(w.name, w.bound, w.source, horizon) for w in self.replay_windows(broker)]
+            checked = [CheckedWindow(w, horizon) for w in self.replay_windows(broker)]
             log_alignment_passed("Dramatiq", len(self.guarded), checked)
         except InboxGuardError as error:
             logger.critical("refusing to start the Dramatiq worker: %s", error)

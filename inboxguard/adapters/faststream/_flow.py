@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from faststream.exceptions import HandlerException, SkipMessage
 
@@ -27,12 +28,10 @@ from inboxguard.adapters._redelivery import Attempt, Step
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.faststream._brokers import BrokerKind, Copy, sent_time_of
+from inboxguard.adapters.faststream._guard import Guard
 from inboxguard.adapters.faststream._options import HandlerOptions
 
-if TYPE_CHECKING:
-    from inboxguard.adapters.faststream._middleware import InboxMiddleware
-
-__all__ = ["Delivery"]
+__all__ = ["VERBS", "Delivery"]
 
 logger = logging.getLogger("inboxguard.faststream")
 
@@ -42,7 +41,7 @@ class Delivery:
 
     def __init__(
         self,
-        guard: InboxMiddleware,
+        guard: Guard,
         kind: BrokerKind,
         msg: Any,
         options: HandlerOptions,
@@ -148,26 +147,45 @@ class Delivery:
         }
 
     async def perform(self, step: Step) -> None:
-        """Do what ``step`` says with the message."""
-        kind, msg = self.kind, self.msg
-        if step is Step.ACK:
-            await _quietly(kind.ack(msg), "ack after the commit")
-        elif step in (Step.RETRY, Step.REQUEUE):
-            attempt = self.attempt
-            headers = attempt.next_headers() if step is Step.RETRY else attempt.requeue_headers()
-            if self.sent_at is not None and _headers.sent_at_of(headers) is None:
-                headers[_headers.SENT_AT] = self.sent_at.isoformat()
-            broker = self.context.get_local("broker")
-            copy = Copy(self.body, headers, broker, self.subscriber)
-            try:
-                await kind.retry(msg, copy, self.guard.policy.delay)
-            except Exception:
-                # The copy could not be published (the broker connection is
-                # gone): the original must not be acknowledged, nor rejected.
-                logger.exception("could not retry a delivery; it goes back to the broker")
-                await _quietly(kind.release(msg), "release")
-        else:
-            await _quietly(kind.reject(msg), "reject")
+        """Do what ``step`` says with the message, by :data:`VERBS`."""
+        await VERBS[step](self, step)
+
+
+async def _acked(delivery: Delivery, step: Step) -> None:
+    await _quietly(delivery.kind.ack(delivery.msg), "ack after the commit")
+
+
+async def _copied(delivery: Delivery, step: Step) -> None:
+    """The broker's retry (a copy with the next attempt, or this one again;
+    JetStream: a delayed nack); an unpublished copy releases the original."""
+    kind, msg = delivery.kind, delivery.msg
+    headers = delivery.attempt.copy_headers(step)
+    if delivery.sent_at is not None and _headers.sent_at_of(headers) is None:
+        headers[_headers.SENT_AT] = delivery.sent_at.isoformat()
+    broker = delivery.context.get_local("broker")
+    copy = Copy(delivery.body, headers, broker, delivery.subscriber)
+    try:
+        await kind.retry(msg, copy, delivery.guard.policy.delay)
+    except Exception:
+        # The copy could not be published (the broker connection is
+        # gone): the original must not be acknowledged, nor rejected.
+        logger.exception("could not retry a delivery; it goes back to the broker")
+        await _quietly(kind.release(msg), "release")
+
+
+async def _rejected(delivery: Delivery, step: Step) -> None:
+    await _quietly(delivery.kind.reject(delivery.msg), "reject")
+
+
+#: The FastStream verbs of each step, through the broker's kind (``_brokers``):
+#: ack; the broker's retry, or release when it cannot be published; reject.
+VERBS: Final[Mapping[Step, Callable[[Delivery, Step], Awaitable[None]]]] = {
+    Step.ACK: _acked,
+    Step.RETRY: _copied,
+    Step.REQUEUE: _copied,
+    Step.REJECT: _rejected,
+    Step.GIVE_UP: _rejected,
+}
 
 
 def _reason(outcome: Outcome) -> str | None:

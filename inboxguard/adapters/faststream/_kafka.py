@@ -30,11 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from inboxguard.adapters._kafka_startup import (
-    Window,
-    reset_windows,
-    topic_retentions_blocking,
-)
+from inboxguard._core.retention import Window
+from inboxguard.adapters._kafka_startup import reset_windows, topic_retentions_blocking
 from inboxguard.adapters.faststream._brokers import BrokerKind, Copy
 from inboxguard.errors import ConfigurationError
 

@@ -20,7 +20,7 @@ import contextvars
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faststream.exceptions import HandlerException, SkipMessage
 
@@ -30,12 +30,10 @@ from inboxguard.adapters._delivery import Delivery as _Message
 from inboxguard.adapters._delivery import parse_sent_at
 from inboxguard.adapters._evidence import Refused, command_id_of
 from inboxguard.adapters.faststream._brokers import record_time
+from inboxguard.adapters.faststream._guard import Guard
 from inboxguard.adapters.faststream._kafka import KafkaKind
 from inboxguard.adapters.faststream._options import HandlerOptions
 from inboxguard.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from inboxguard.adapters.faststream._middleware import InboxMiddleware
 
 __all__ = ["KafkaBatch", "current_batch", "is_batch"]
 
@@ -75,9 +73,7 @@ class _Item:
 class KafkaBatch:
     """One polled batch through the guard."""
 
-    def __init__(
-        self, guard: InboxMiddleware, kind: KafkaKind, msg: Any, options: HandlerOptions
-    ) -> None:
+    def __init__(self, guard: Guard, kind: KafkaKind, msg: Any, options: HandlerOptions) -> None:
         self.guard = guard
         self.kind = kind
         self.msg = msg

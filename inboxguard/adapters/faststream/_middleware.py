@@ -202,7 +202,7 @@ class InboxMiddleware:
         if self.windows:
             self.inbox.require_alignment("faststream: InboxMiddleware(windows=...)", **self.windows)
         for found in kafka_windows(broker, subscribers):
-            self.inbox.require_alignment(found.source, **{found.name: found.length})
+            self.inbox.require_alignment(found.source, **{found.name: found.bound})
         check_tables(self.inbox)
         self.checked = True
 

@@ -19,10 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from inboxguard import BatchCommand, Inbox, InboxBatch
 from inboxguard._core import faults
+from inboxguard._core.retention import Window
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters._delivery import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY
 from inboxguard.adapters._kafka_startup import (
-    Window,
     check_consumer,
     reset_of,
     reset_windows,
@@ -183,13 +183,13 @@ class GuardedConsumer:
         claim_consumer(self.inbox, self.name, where, shared=self.shared, option="shared_consumer")
         require_tables(self.inbox)
         retry = retry_window(where, self.policy.max_attempts, self.reader_delay)
-        self.inbox.require_alignment(retry.source, **{retry.name: retry.length})
+        self.inbox.require_alignment(retry.source, **{retry.name: retry.bound})
         if self.windows:
             self.inbox.require_alignment(f"{where}: windows=...", **self.windows)
         retentions = await topic_retentions(self._bootstrap(), self.topics)
         self.replay_windows = reset_windows(where, reset_of(self.consumer), retentions)
         for window in self.replay_windows:
-            self.inbox.require_alignment(window.source, **{window.name: window.length})
+            self.inbox.require_alignment(window.source, **{window.name: window.bound})
         listener = self.watermarks.listener() if self.watermarks else None
         if listener is None:
             self.consumer.subscribe(topics=self.topics)

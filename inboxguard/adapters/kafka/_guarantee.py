@@ -15,15 +15,15 @@ Imports no Kafka client: the consumer's settings are read from its attributes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from inboxguard._core.guarantee import GuaranteeFact
 from inboxguard._core.retention import Window, format_duration
 from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._kafka_startup import reset_of
 
-if TYPE_CHECKING:
-    from inboxguard.adapters.kafka._consumer import GuardedConsumer
+#: A ``GuardedConsumer``, read by attribute: its module imports this one.
+GuardedConsumer = Any
 
 __all__ = ["KIND", "register"]
 

@@ -14,11 +14,10 @@ from inboxguard._core.guarantee import GuaranteeFact, check_declared_guarantee
 from inboxguard._core.handlers import (
     HandlerFacts,
     Registration,
-    ReplayWindow,
     describe_command_id,
     register_handler,
 )
-from inboxguard._core.retention import format_duration
+from inboxguard._core.retention import Window, format_duration
 from inboxguard.inbox import Inbox
 
 __all__ = ["KIND", "register_task", "windows_of"]
@@ -28,15 +27,15 @@ KIND = "Orch8 task"
 
 def windows_of(
     handler_name: str, retry_window: dt.timedelta, reaper_window: dt.timedelta
-) -> list[ReplayWindow]:
+) -> list[Window]:
     """The two windows through which a step's task can come back."""
     return [
-        ReplayWindow(
+        Window(
             "orch8_retry_window",
             retry_window,
             f"orch8: guarded({handler_name!r}, retry_window={format_duration(retry_window)})",
         ),
-        ReplayWindow(
+        Window(
             "orch8_reaper_window",
             reaper_window,
             f"orch8: guarded({handler_name!r}, reaper_window={format_duration(reaper_window)})",

@@ -8,6 +8,7 @@ from typing import Any
 
 from orch8 import Orch8Worker, WorkerTask
 
+from inboxguard._core.retention import CheckedWindow
 from inboxguard.adapters._startup_checks import log_alignment_passed, require_tables
 from inboxguard.adapters.orch8._guarantee import windows_of
 from inboxguard.adapters.orch8._task import GuardedTask
@@ -46,7 +47,7 @@ class InboxWorker(Orch8Worker):
             RetentionMisalignedError: a window is longer than the horizon.
         """
         guarded = self.guarded_tasks()
-        checked = []
+        checked: list[CheckedWindow] = []
         for name, task in guarded.items():
             require_tables(task.inbox)
             if self.heartbeat_interval >= task.reaper_window.total_seconds():
@@ -59,9 +60,8 @@ class InboxWorker(Orch8Worker):
                 raise ConfigurationError(msg)
             horizon = task.inbox.retention.horizon
             for window in windows_of(name, task.retry_window, task.reaper_window):
-                assert window.length is not None
-                task.inbox.require_alignment(window.source, **{window.name: window.length})
-                checked.append((window.name, window.length, window.source, horizon))
+                task.inbox.require_alignment(window.source, **{window.name: window.bound})
+                checked.append(CheckedWindow(window, horizon))
         log_alignment_passed("Orch8", len(guarded), checked)
 
     async def start(self) -> None:
