@@ -27,7 +27,7 @@ from inboxguard.errors import (
 )
 from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry
-from inboxguard.sql.dialects import Claim, Dialect
+from inboxguard.sql.dialects import Claim, InboxStatements
 
 __all__ = [
     "Delivery",
@@ -178,7 +178,7 @@ def result_params(delivery: Delivery, entry: InboxEntry) -> dict[str, Any]:
         PayloadEncodingError: the result has no canonical encoding.
     """
     result_json = canonical_json(entry.result, root="result")
-    return Dialect.store_result_params(delivery.consumer, delivery.command_id, result_json)
+    return InboxStatements.store_result_params(delivery.consumer, delivery.command_id, result_json)
 
 
 def busy_error(delivery: Delivery) -> InProgressError:

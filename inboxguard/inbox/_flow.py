@@ -58,7 +58,7 @@ from inboxguard.inbox._decide import (
     verdict,
 )
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
-from inboxguard.sql.dialects import Claim, Dialect, dialect_for
+from inboxguard.sql.dialects import Claim, InboxStatements, inbox_statements_for
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
 
@@ -149,7 +149,7 @@ class GuardFlows:
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
-        self._dialects: dict[SaDialect, Dialect] = {}  # per engine: each one is checked
+        self._dialects: dict[SaDialect, InboxStatements] = {}  # per engine: each one is checked
 
     def guard(
         self,
@@ -205,11 +205,11 @@ class GuardFlows:
         """The request that refuses a delivery durably (no guard, no claim)."""
         return self._refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
 
-    def dialect(self, sa_dialect: SaDialect) -> Dialect:
+    def dialect(self, sa_dialect: SaDialect) -> InboxStatements:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
         found = self._dialects.get(sa_dialect)
         if found is None:
-            found = dialect_for(
+            found = inbox_statements_for(
                 sa_dialect, self._tables, self._lock_timeout, partitioned=self._partitioned
             )
             self._dialects[sa_dialect] = found
@@ -284,7 +284,7 @@ def _vanished_error(delivery: Delivery, rowcount: int) -> ConfigurationError:
     return ConfigurationError(msg)
 
 
-def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
+def _claim(dialect: InboxStatements, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
     """Run the dialect's claim one :class:`Execute` at a time; a busy database
     (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`.
     A statement's error is thrown into the dialect's steps first, so the

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Dialect, Engine
 
 import inboxguard
 from inboxguard.inbox._purge import plan_purge
-from inboxguard.sql.dialects import database_for, dialect_for
+from inboxguard.sql.dialects import database_for, inbox_statements_for
 from inboxguard.sql.tables import inbox_tables
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
@@ -32,7 +32,7 @@ def test_the_registry_refuses_a_real_unsupported_dialect(sa_dialect: Dialect) ->
     assert repr(sa_dialect.name) in str(caught.value)
     assert "PostgreSQL, MariaDB/MySQL, SQLite" in str(caught.value)
     with pytest.raises(inboxguard.UnsupportedDialectError):
-        dialect_for(sa_dialect, inbox_tables("unsupported_"), None)
+        inbox_statements_for(sa_dialect, inbox_tables("unsupported_"), None)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The inbox's statements: what every database must provide for the inbox.
 
 A dialect turns the inbox's operations into statements for one database.
-Multi-statement operations are written *sans I/O*: :meth:`Dialect.claim` and
+Multi-statement operations are written *sans I/O*: :meth:`InboxStatements.claim` and
 :meth:`Watermark.advance` are generators that yield ``(statement,
 parameters)`` pairs and receive each statement's result, so the same decision
 logic drives a sync :class:`~sqlalchemy.engine.Connection` (:func:`drive`) and
@@ -34,7 +34,7 @@ __all__ = [
     "CLAIM_ATTEMPTS",
     "Claim",
     "ClaimSteps",
-    "Dialect",
+    "InboxStatements",
     "OnConflictWatermark",
     "Step",
     "Steps",
@@ -75,7 +75,7 @@ class Claim:
     result_expires_at: dt.datetime | None = None
 
 
-class Dialect(ABC):
+class InboxStatements(ABC):
     """The inbox's statements on one database, built once per table prefix:
     the claim, the result store and the quarantine upsert."""
 
@@ -142,7 +142,7 @@ class Dialect(ABC):
     @classmethod
     def for_dialect(
         cls, sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
-    ) -> Dialect:
+    ) -> InboxStatements:
         """Build the statements for a connected SQLAlchemy dialect (a database
         whose statements depend on the server, such as MariaDB, overrides this)."""
         return cls(tables, lock_timeout)

@@ -40,16 +40,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert
 
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Steps, on_conflict_quarantine
 from inboxguard.sql.direct import DirectSelect, direct
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
-__all__ = ["PostgresqlDialect", "claim_text"]
+__all__ = ["PostgresqlInbox", "claim_text"]
 
 
-class PostgresqlDialect(Dialect):
+class PostgresqlInbox(InboxStatements):
     """Inbox statements for PostgreSQL."""
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
