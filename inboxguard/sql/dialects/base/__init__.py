@@ -29,8 +29,9 @@ class Database:
 
     Capability flags are class attributes of the statement classes (for
     instance :attr:`OutboxStatements.concurrent_dispatchers`,
-    :attr:`PurgeStatements.single_purger`); the services read them instead of
-    testing the database's name.
+    :attr:`PurgeStatements.single_purger`), and this record's own
+    (:attr:`supports_partitioning`); the services read them instead of testing
+    the database's name.
     """
 
     #: How messages name the database.
@@ -57,3 +58,8 @@ class Database:
     #: before it runs (the guarded block refuses it): ``COMMIT``, ``END``,
     #: ``ROLLBACK``, and on MariaDB/MySQL every implicitly committing statement.
     ends_transaction: Callable[[str], bool] = ends_transaction
+
+    @property
+    def supports_partitioning(self) -> bool:
+        """Whether an inbox table partitioned by expiry can live here."""
+        return self.partitioned_inbox is not None
