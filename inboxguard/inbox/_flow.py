@@ -53,7 +53,7 @@ from inboxguard.inbox._decide import (
     busy_error,
     prepare,
     refusal_values,
-    result_params,
+    result_json,
     stale_error,
     verdict,
 )
@@ -187,7 +187,10 @@ class GuardFlows:
         if not end.kept:
             raise _boundary_error(delivery, self._boundary) from end.error
         if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
-            stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))
+            params = dialect.store_result_params(
+                delivery.consumer, delivery.command_id, result_json(found)
+            )
+            stored = yield Execute(dialect.store_result_stmt, params)
             if stored.rowcount != 1:
                 raise _vanished_error(delivery, stored.rowcount)
         if faults.hook is not None and end.error is None:

@@ -99,15 +99,26 @@ class InboxStatements(ABC):
         """The parameters of :attr:`store_result_stmt` (every dialect's binds)."""
         return {"key_consumer": consumer, "key_command_id": command_id, "new_result": result_json}
 
-    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+    @staticmethod
+    def claim_params(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The claim's bound parameters: the row's ``values`` and its key again
+        as ``key_consumer`` and ``key_command_id`` (a bound parameter cannot
+        share a column's name in an UPDATE)."""
+        return {
+            **values,
+            "key_consumer": values["consumer"],
+            "key_command_id": values["command_id"],
+        }
+
+    def claim(self, values: Mapping[str, Any]) -> ClaimSteps:
         """Insert the evidence row if absent, else return what is stored.
 
-        ``params`` has ``consumer``, ``command_id``, ``digest``,
-        ``processed_at``, ``expires_at`` and ``result_expires_at``, and the
-        row's key again as ``key_consumer`` and ``key_command_id`` (a bound
-        parameter cannot share a column's name in an UPDATE). A lock
-        wait longer than ``lock_timeout`` raises a database error that
-        :func:`inboxguard.sql.errors.is_busy` recognises.
+        ``values`` has the row's ``consumer``, ``command_id``, ``digest``,
+        ``processed_at``, ``expires_at`` and ``result_expires_at``; the
+        statements' own bound parameters are built from them
+        (:meth:`claim_params`). A lock wait longer than ``lock_timeout``
+        raises a database error that :func:`inboxguard.sql.errors.is_busy`
+        recognises.
 
         When the row the insert conflicted with is gone before it can be read
         (deleted concurrently), the claim starts over, at most
@@ -116,6 +127,7 @@ class InboxStatements(ABC):
         Raises:
             InProgressError: the row vanished on every attempt.
         """
+        params = self.claim_params(values)
         for _ in range(CLAIM_ATTEMPTS):
             found = yield from self.attempt(params)
             if found is not None:
