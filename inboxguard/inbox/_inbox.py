@@ -512,6 +512,12 @@ class Inbox:
         """Every quarantine record (any status) of one command, oldest first."""
         return self._quarantine.records(consumer, None, command_id=command_id)
 
+    async def quarantine_records_of_async(
+        self, engine: AsyncEngine, consumer: str, command_id: str
+    ) -> list[QuarantineRecord]:
+        """:meth:`quarantine_records_of` through an ``AsyncEngine`` on the same database."""
+        return await self._quarantine.records_of_async(engine, consumer, command_id)
+
     def resolve_quarantine(
         self, record_id: int, *, actor: str | None = None, reason: str | None = None
     ) -> bool:
