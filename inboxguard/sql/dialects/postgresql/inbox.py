@@ -15,8 +15,9 @@ Features:
   returns puts it back once the insert has finished waiting, and after a lost
   race the second ``SELECT`` does (SQLSTATE 55P03 on expiry, which aborts the
   transaction anyway). ``python -m benchmarks candidates`` measures this
-  against the earlier form (the caller's value read in a ``MATERIALIZED``
-  CTE, and a third branch to put it back after a lost race).
+  against the alternative of reading the caller's value in a
+  ``MATERIALIZED`` CTE, which needs a third branch to put it back after a
+  lost race.
 - isolation: READ COMMITTED, REPEATABLE READ and SERIALIZABLE. Under the last
   two, a race lost to a concurrent commit is a serialization failure (40001),
   reported as retryable, never a silent skip.
