@@ -66,7 +66,7 @@ from benchmarks._report import table, write_section
 from inboxguard import Inbox
 from inboxguard._core.digest import digest_of
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT
-from inboxguard.sql.dialects.postgresql import PostgresqlDialect
+from inboxguard.sql.dialects.postgresql import PostgresqlInbox
 from inboxguard.sql.direct import DirectSelect
 from inboxguard.sql.tables import inbox_tables
 
@@ -150,7 +150,7 @@ SPLIT = (
 
 def _package_sql(prefix: str, lock_timeout: dt.timedelta | None) -> tuple[str, str]:
     """The claim and the stored row's read the package sends on psycopg."""
-    dialect = PostgresqlDialect(inbox_tables(prefix), lock_timeout)
+    dialect = PostgresqlInbox(inbox_tables(prefix), lock_timeout)
     compiled = PGDialect_psycopg()  # type: ignore[no-untyped-call]
     out = []
     for statement in (dialect._claim_stmt, dialect._stored_stmt):  # noqa: SLF001

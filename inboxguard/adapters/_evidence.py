@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inboxguard import Inbox, InboxStore
@@ -118,12 +117,7 @@ async def record_refusal_async(
 ) -> bool:
     """:func:`record_refusal` through an ``AsyncEngine`` on the inbox's database."""
     if getattr(error, "quarantined", False) and reason is None:
-        try:
-            async with engine.connect() as conn:
-                return (await conn.execute(_lookup(inbox, error))).first() is not None
-        except Exception:
-            logger.exception("could not look up the quarantine record of %r", error)
-            return False
+        return await _found_async(inbox, engine, error)
     for record in refused.records(error, reason):
         try:
             return await inbox.quarantine_delivery_async(engine, **record)
@@ -134,26 +128,34 @@ async def record_refusal_async(
 
 def _found(inbox: InboxStore, error: BaseException) -> bool:
     """Whether an open quarantine record holds the command the error names."""
-    consumer = getattr(error, "consumer", None)
-    command_id = getattr(error, "command_id", None)
-    if not isinstance(consumer, str) or not isinstance(command_id, str):
+    named = _command_of(error)
+    if named is None:
         return False
     try:
-        records = inbox.quarantine_records_of(consumer, command_id)
+        records = inbox.quarantine_records_of(*named)
     except Exception:
         logger.exception("could not look up the quarantine record of %r", error)
         return False
     return any(record.status == "open" for record in records)
 
 
-def _lookup(inbox: Inbox, error: BaseException) -> Any:
-    table = inbox.tables.quarantine
-    return (
-        select(table.c.id)
-        .where(
-            table.c.consumer == getattr(error, "consumer", None),
-            table.c.command_id == getattr(error, "command_id", None),
-            table.c.status == "open",
-        )
-        .limit(1)
-    )
+async def _found_async(inbox: Inbox, engine: AsyncEngine, error: BaseException) -> bool:
+    """:func:`_found` through an ``AsyncEngine``."""
+    named = _command_of(error)
+    if named is None:
+        return False
+    try:
+        records = await inbox.quarantine_records_of_async(engine, *named)
+    except Exception:
+        logger.exception("could not look up the quarantine record of %r", error)
+        return False
+    return any(record.status == "open" for record in records)
+
+
+def _command_of(error: BaseException) -> tuple[str, str] | None:
+    """The (consumer, command_id) a refusal names, or None."""
+    consumer = getattr(error, "consumer", None)
+    command_id = getattr(error, "command_id", None)
+    if not isinstance(consumer, str) or not isinstance(command_id, str):
+        return None
+    return consumer, command_id

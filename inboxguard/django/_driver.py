@@ -53,6 +53,7 @@ from inboxguard.inbox.drivers import (
     log_not_written,
     quarantine_sync,
 )
+from inboxguard.sql.dialects.sqlite.database import journal_mode
 
 __all__ = ["DJANGO_BOUNDARY", "drive_django", "runner_for"]
 
@@ -87,8 +88,7 @@ def _quarantine_problem(connection: Any) -> str | None:
     if connection.vendor != "sqlite":
         return None
     with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode")
-        mode = str(cursor.fetchone()[0]).lower()
+        mode = journal_mode(cursor)
     if mode == "wal":
         return None
     return (

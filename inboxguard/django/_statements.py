@@ -2,13 +2,12 @@
 
 The inbox's and the outbox's statements are SQLAlchemy constructs, written
 once per database (:mod:`inboxguard.sql.dialects`). On Django they run on the
-connection of the caller's ``atomic()`` block: each statement is compiled
+connection of the caller's ``atomic()`` block, through the executor the hot
+path uses too (:mod:`inboxguard.sql.cursor`): each statement is compiled
 with the SQLAlchemy dialect of Django's database, with bound parameters in
 the ``format`` paramstyle (``%s``) that every Django backend's cursor takes
-(its SQLite cursor turns them into ``?``). Parameter values go through the
-column types' bind processing (aware datetimes become naive UTC) and result
-values through their result processing, exactly as a SQLAlchemy connection
-would do it; nothing is ever rendered as a literal.
+(its SQLite cursor turns them into ``?``), and its values converted by its
+column types exactly as a SQLAlchemy connection would do it.
 
 Imports Django only inside functions: it is loaded by the caller.
 """
@@ -23,14 +22,13 @@ from typing import Any
 from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql.compiler import Compiled
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from inboxguard.errors import UnsupportedDialectError
+from inboxguard.sql.cursor import CursorStatement, Processor, fetch, result_processor
 
 __all__ = ["DjangoResult", "DjangoRow", "StatementRunner", "dbapi_error", "sa_dialect_of"]
 
-_Processor = Callable[[Any], Any]
 #: Compiled statements kept per runner (the dialects' statements are few and long-lived).
 _CACHE_SIZE = 256
 
@@ -131,87 +129,52 @@ class DjangoResult:
         return list(self.rows)
 
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    sql: str
-    names: tuple[str, ...]
-    compiled: Compiled
-    binds: dict[str, _Processor | None]
-    results: tuple[tuple[str, _Processor | None], ...]
-
-
 class StatementRunner:
     """Compiles SQLAlchemy statements for one dialect and runs them on a Django
-    cursor; quacks like a SQLAlchemy ``Connection`` for ``execute`` and
-    ``dialect``."""
+    cursor (through :mod:`inboxguard.sql.cursor`); quacks like a SQLAlchemy
+    ``Connection`` for ``execute`` and ``dialect``."""
 
     def __init__(self, dialect: SaDialect, cursor: Callable[[], Any]) -> None:
         self.dialect = dialect
         self._cursor = cursor
-        self._cache: dict[Any, _Compiled] = {}
+        self._cache: dict[Any, CursorStatement] = {}
 
     def compile(self, statement: Executable, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
         """The SQL (``%s`` placeholders) and the processed positional parameters."""
         done = self._compiled(statement)
-        values = done.compiled.construct_params(dict(params)) or {}
-        out = []
-        for name in done.names:
-            value = values[name]
-            process = done.binds.get(name)
-            out.append(value if process is None else process(value))
-        return done.sql, out
+        return done.sql, done.args(done.complete(params))
 
     def execute(self, statement: Executable, params: Mapping[str, Any] | None = None) -> Any:
         """Run ``statement`` on a cursor of the Django connection; a
         :class:`DjangoResult` (typed Any: it stands in for a ``Result``)."""
-        sql, args = self.compile(statement, params or {})
-        results = self._compiled(statement).results
+        done = self._compiled(statement)
+        args = done.args(done.complete(params or {}))
         with self._cursor() as cursor:
-            cursor.execute(sql, args)
-            rowcount = cursor.rowcount
-            raw = cursor.fetchall() if cursor.description is not None else []
-            names = [d[0] for d in cursor.description or ()]
-        if len(results) != len(names):
-            results = tuple((name, None) for name in names)
-        keys = {name: i for i, (name, _) in enumerate(results)}
-        rows = [
-            DjangoRow(
-                [v if p is None else p(v) for v, (_, p) in zip(r, results, strict=True)], keys
-            )
-            for r in raw
-        ]
+            raw, rowcount, names = fetch(cursor, done.sql, args)
+        if len(done.keys) == len(names):
+            keys = {name: i for i, name in enumerate(done.keys)}
+            rows = [DjangoRow(done.convert(r), keys) for r in raw]
+        else:
+            keys = {name: i for i, name in enumerate(names)}
+            rows = [DjangoRow(r, keys) for r in raw]
         return DjangoResult(rows, rowcount)
 
-    def _compiled(self, statement: Executable) -> _Compiled:
+    def _compiled(self, statement: Executable) -> CursorStatement:
         found = self._cache.get(statement)
         if found is not None:
             return found
-        dialect = self.dialect
-        compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-        names = tuple(compiled.positiontup or ())
-        binds = {key: _bind_processor(bind.type, dialect) for key, bind in compiled.binds.items()}
-        columns = getattr(statement, "selected_columns", None)
-        if columns is None:
-            columns = getattr(statement, "exported_columns", None) or ()
-        results = tuple(
-            (str(column.key), _result_processor(column.type, dialect)) for column in columns
-        )
-        found = _Compiled(compiled.string, names, compiled, binds, results)
+        found = CursorStatement(statement, self.dialect, _result_processor)
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()
         self._cache[statement] = found
         return found
 
 
-def _bind_processor(type_: TypeEngine[Any], dialect: SaDialect) -> _Processor | None:
-    return type_.dialect_impl(dialect).bind_processor(dialect)
-
-
-def _result_processor(type_: TypeEngine[Any], dialect: SaDialect) -> _Processor | None:
+def _result_processor(type_: TypeEngine[Any], dialect: SaDialect) -> Processor | None:
     """The column type's result processing; a value the Django backend has
     already parsed (Django's SQLite converters return datetimes) skips the
     parsing step, not the type's own conversion."""
-    process = type_.dialect_impl(dialect).result_processor(dialect, None)
+    process = result_processor(type_, dialect)
     if process is None:
         return None
     own = type_.process_result_value if isinstance(type_, TypeDecorator) else None

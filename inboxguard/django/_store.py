@@ -327,6 +327,12 @@ class DjangoInbox:
         """See :meth:`inboxguard.Inbox.quarantine_records_of`."""
         return self._sql.quarantine_records_of(consumer, command_id)
 
+    async def quarantine_records_of_async(
+        self, engine: AsyncEngine, consumer: str, command_id: str
+    ) -> list[QuarantineRecord]:
+        """See :meth:`inboxguard.Inbox.quarantine_records_of_async`."""
+        return await self._sql.quarantine_records_of_async(engine, consumer, command_id)
+
     def resolve_quarantine(
         self, record_id: int, *, actor: str | None = None, reason: str | None = None
     ) -> bool:

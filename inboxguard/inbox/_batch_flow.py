@@ -69,7 +69,13 @@ from inboxguard.inbox._flow import (
     WriteQuarantine,
 )
 from inboxguard.inbox._records import QuarantineReason
-from inboxguard.sql.dialects import BatchStatements, Claim, Dialect, batch_for, dialect_for
+from inboxguard.sql.dialects import (
+    BatchStatements,
+    Claim,
+    InboxStatements,
+    batch_for,
+    inbox_statements_for,
+)
 from inboxguard.sql.dialects.base.inbox import CLAIM_ATTEMPTS, Steps
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
 from inboxguard.sql.tables import InboxTables
@@ -105,7 +111,7 @@ class BatchFlows:
         self._lock_timeout = lock_timeout
         self.telemetry = telemetry
         self._statements: dict[SaDialect, BatchStatements] = {}
-        self._dialects: dict[SaDialect, Dialect] = {}
+        self._dialects: dict[SaDialect, InboxStatements] = {}
 
     def guard_batch(self, consumer: str, commands: object, exclude: Iterable[str]) -> BatchFlow:
         """The flow of one batch, from validation to the stored results."""
@@ -325,7 +331,7 @@ class BatchFlows:
     def _upsert_quarantine(self, sa_dialect: SaDialect) -> Executable:
         found = self._dialects.get(sa_dialect)
         if found is None:
-            found = dialect_for(sa_dialect, self._tables, self._lock_timeout)
+            found = inbox_statements_for(sa_dialect, self._tables, self._lock_timeout)
             self._dialects[sa_dialect] = found
         return found.upsert_quarantine()
 

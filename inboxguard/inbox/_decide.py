@@ -1,6 +1,6 @@
 """The inbox's decisions, free of I/O.
 
-Validating a delivery and computing its digest and claim parameters, judging
+Validating a delivery and computing its digest and evidence row, judging
 a ``sent_at`` against the retention horizon, and turning what the claim found
 into an entry or a refusal. :mod:`inboxguard.inbox._flow` calls these in
 order; nothing here touches a database.
@@ -27,14 +27,14 @@ from inboxguard.errors import (
 )
 from inboxguard.inbox._quarantine import quarantine_values
 from inboxguard.inbox._records import InboxEntry
-from inboxguard.sql.dialects import Claim, Dialect
+from inboxguard.sql.dialects import Claim
 
 __all__ = [
     "Delivery",
     "busy_error",
     "prepare",
     "refusal_values",
-    "result_params",
+    "result_json",
     "stale_error",
     "verdict",
 ]
@@ -44,7 +44,8 @@ logger = logging.getLogger("inboxguard")
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """A validated delivery: identity, digest and the claim's parameters."""
+    """A validated delivery: identity, digest and the values of its evidence
+    row (``params``), which each store's claim writes."""
 
     consumer: str
     command_id: str
@@ -68,7 +69,7 @@ def prepare(
     retention: RetentionPolicy,
     clock: Clock,
 ) -> Delivery:
-    """Validate a delivery and compute its digest and claim parameters.
+    """Validate a delivery and compute its digest and evidence row.
 
     Raises:
         InvalidCommandError: ``consumer`` or ``command_id`` is unusable.
@@ -84,8 +85,6 @@ def prepare(
     params = {
         "consumer": consumer,
         "command_id": command_id,
-        "key_consumer": consumer,
-        "key_command_id": command_id,
         "digest": digest,
         "processed_at": now,
         "expires_at": now + retention.horizon,
@@ -171,14 +170,13 @@ def verdict(delivery: Delivery, claim: Claim) -> InboxEntry | PayloadMismatchErr
     )
 
 
-def result_params(delivery: Delivery, entry: InboxEntry) -> dict[str, Any]:
-    """Parameters of the statement that stores a fresh command's result.
+def result_json(entry: InboxEntry) -> str:
+    """The canonical JSON of a fresh command's result, as every store keeps it.
 
     Raises:
         PayloadEncodingError: the result has no canonical encoding.
     """
-    result_json = canonical_json(entry.result, root="result")
-    return Dialect.store_result_params(delivery.consumer, delivery.command_id, result_json)
+    return canonical_json(entry.result, root="result")
 
 
 def busy_error(delivery: Delivery) -> InProgressError:

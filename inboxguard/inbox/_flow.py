@@ -53,12 +53,12 @@ from inboxguard.inbox._decide import (
     busy_error,
     prepare,
     refusal_values,
-    result_params,
+    result_json,
     stale_error,
     verdict,
 )
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
-from inboxguard.sql.dialects import Claim, Dialect, dialect_for
+from inboxguard.sql.dialects import Claim, InboxStatements, inbox_statements_for
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, is_retryable, schema_required
 from inboxguard.sql.tables import InboxTables
 
@@ -149,7 +149,7 @@ class GuardFlows:
         self._retention = retention
         self._clock = clock
         self._lock_timeout = lock_timeout
-        self._dialects: dict[SaDialect, Dialect] = {}  # per engine: each one is checked
+        self._dialects: dict[SaDialect, InboxStatements] = {}  # per engine: each one is checked
 
     def guard(
         self,
@@ -191,7 +191,10 @@ class GuardFlows:
                 raise end.error
             raise _boundary_error(delivery, self._boundary) from end.error
         if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
-            stored = yield Execute(dialect.store_result_stmt, result_params(delivery, found))
+            params = dialect.store_result_params(
+                delivery.consumer, delivery.command_id, result_json(found)
+            )
+            stored = yield Execute(dialect.store_result_stmt, params)
             if stored.rowcount != 1:
                 raise _vanished_error(delivery, stored.rowcount)
         if faults.hook is not None and end.error is None:
@@ -209,11 +212,11 @@ class GuardFlows:
         """The request that refuses a delivery durably (no guard, no claim)."""
         return self._refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
 
-    def dialect(self, sa_dialect: SaDialect) -> Dialect:
+    def dialect(self, sa_dialect: SaDialect) -> InboxStatements:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
         found = self._dialects.get(sa_dialect)
         if found is None:
-            found = dialect_for(
+            found = inbox_statements_for(
                 sa_dialect, self._tables, self._lock_timeout, partitioned=self._partitioned
             )
             self._dialects[sa_dialect] = found
@@ -288,7 +291,7 @@ def _vanished_error(delivery: Delivery, rowcount: int) -> ConfigurationError:
     return ConfigurationError(msg)
 
 
-def _claim(dialect: Dialect, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
+def _claim(dialect: InboxStatements, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
     """Run the dialect's claim one :class:`Execute` at a time; a busy database
     (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`.
     A statement's error is thrown into the dialect's steps first, so the

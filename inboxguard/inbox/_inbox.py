@@ -530,6 +530,12 @@ class Inbox:
         (``{"open": 2, "resolved": 4998}``), in one query."""
         return self._quarantine.statuses(consumer, command_id)
 
+    async def quarantine_records_of_async(
+        self, engine: AsyncEngine, consumer: str, command_id: str
+    ) -> list[QuarantineRecord]:
+        """:meth:`quarantine_records_of` through an ``AsyncEngine`` on the same database."""
+        return await self._quarantine.records_of_async(engine, consumer, command_id)
+
     def resolve_quarantine(
         self, record_id: int, *, actor: str | None = None, reason: str | None = None
     ) -> bool:

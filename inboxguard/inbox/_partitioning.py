@@ -52,8 +52,9 @@ class Partitions:
         retention: RetentionPolicy,
         clock: Clock,
     ) -> None:
-        if engine.dialect.name != "postgresql":
-            raise partitioning_unsupported(database_for(engine.dialect).label)
+        database = database_for(engine.dialect)
+        if not database.supports_partitioning:
+            raise partitioning_unsupported(database.label)
         self._engine = engine
         self._retention = retention
         self._clock = clock
@@ -141,7 +142,7 @@ def check_layout(engine: Engine, tables: InboxTables, partitions: Partitions | N
     if partitions is not None:
         partitions.check_schema()
         return
-    if engine.dialect.name != "postgresql":
+    if not database_for(engine.dialect).supports_partitioning:
         return
     with engine.connect() as conn:
         if PartitionLayout(tables, "daily").is_partitioned(conn):

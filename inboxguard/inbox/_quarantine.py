@@ -12,9 +12,9 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from inboxguard._core.details import encode_details
@@ -23,6 +23,9 @@ from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._records import QuarantineRecord
 from inboxguard.sql.errors import INBOX_SCHEMA, schema_required
 from inboxguard.sql.tables import InboxTables
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "QuarantineAction",
@@ -151,6 +154,31 @@ class QuarantineStore:
         after: int | None = None,
     ) -> list[QuarantineRecord]:
         """Return quarantine records, oldest first (only ids above ``after``)."""
+        stmt = self._select(consumer, status, record_id, limit, command_id, after)
+        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [_record(row) for row in rows]
+
+    async def records_of_async(
+        self, engine: AsyncEngine, consumer: str, command_id: str
+    ) -> list[QuarantineRecord]:
+        """Every record of one command (any status), oldest first, read
+        through ``engine`` (an ``AsyncEngine`` on the same database)."""
+        stmt = self._select(consumer, None, None, None, command_id, None)
+        with schema_required(INBOX_SCHEMA):
+            async with engine.connect() as conn:
+                rows = (await conn.execute(stmt)).mappings().all()
+        return [_record(row) for row in rows]
+
+    def _select(
+        self,
+        consumer: str | None,
+        status: str | None,
+        record_id: int | None,
+        limit: int | None,
+        command_id: str | None,
+        after: int | None,
+    ) -> Select[Any]:
         q = self._table
         stmt = select(q).order_by(q.c.id).limit(limit)
         if after is not None:
@@ -163,15 +191,7 @@ class QuarantineStore:
             stmt = stmt.where(q.c.status == status)
         if record_id is not None:
             stmt = stmt.where(q.c.id == record_id)
-        with schema_required(INBOX_SCHEMA), self._engine.connect() as conn:
-            rows = conn.execute(stmt).mappings().all()
-        return [
-            QuarantineRecord(
-                **{k: v for k, v in row.items() if k != "details"},
-                details=json.loads(row["details"]) if row["details"] else None,
-            )
-            for row in rows
-        ]
+        return stmt
 
     def count(self, consumer: str | None, status: str | None) -> int:
         """How many records match ``consumer`` and ``status`` (None: any)."""
@@ -343,3 +363,10 @@ def audited(actor: str | None, reason: str | None) -> tuple[str, str]:
         raise ConfigurationError(msg)
     who = storable_text(str(actor), what="a quarantine action's actor", limit=255)
     return who, storable_text(str(reason), what="a quarantine action's reason")
+
+
+def _record(row: RowMapping) -> QuarantineRecord:
+    return QuarantineRecord(
+        **{k: v for k, v in row.items() if k != "details"},
+        details=json.loads(row["details"]) if row["details"] else None,
+    )

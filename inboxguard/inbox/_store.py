@@ -332,6 +332,12 @@ class SqlInboxStore(InboxStore, Protocol):
         """:meth:`InboxStore.quarantine_delivery` through an ``AsyncEngine``."""
         ...
 
+    async def quarantine_records_of_async(
+        self, engine: AsyncEngine, consumer: str, command_id: str
+    ) -> list[QuarantineRecord]:
+        """:meth:`InboxStore.quarantine_records_of` through an ``AsyncEngine``."""
+        ...
+
 
 def is_sql_store(obj: object) -> TypeGuard[SqlInboxStore]:
     """Whether ``obj`` is an inbox store whose evidence lives in SQL tables."""

@@ -45,8 +45,8 @@ from inboxguard.outbox._pass import (
     release_record,
 )
 from inboxguard.outbox._records import Transport
-from inboxguard.outbox._sqlite_lock import SqliteDispatcherLock
 from inboxguard.outbox._wakeup import WakeUp
+from inboxguard.sql.dialects.sqlite.dispatcher_lock import SqliteDispatcherLock
 from inboxguard.sql.errors import OUTBOX_SCHEMA, schema_required
 
 __all__ = ["DispatchStats", "Dispatcher", "exponential_backoff"]

@@ -8,7 +8,8 @@ is an ordinary SQLAlchemy text statement that :func:`execute` may instead send
 straight to the DBAPI cursor of the caller's own connection: the same
 connection and transaction, the same SQL text (so the same server-side
 prepared statement), the same bind and result conversions of its column
-types, and a driver error raised as the ``DBAPIError`` SQLAlchemy would have
+types (:mod:`inboxguard.sql.cursor`, the executor the Django store runs on
+too), and a driver error raised as the ``DBAPIError`` SQLAlchemy would have
 raised, after invalidating the connection on a disconnect as SQLAlchemy does.
 
 It goes direct only when the difference cannot be seen; otherwise SQLAlchemy
@@ -33,19 +34,20 @@ begins the transaction and awaits the driver as it does for any statement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Executable, TextualSelect
 from sqlalchemy.engine import Dialect, Result
 from sqlalchemy.exc import DBAPIError
 
+from inboxguard.sql.cursor import CursorStatement, fetch
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = ["DirectSelect", "direct", "execute", "execute_async"]
 
-_Processor = Callable[[Any], Any]
 #: The drivers, and SQLAlchemy's bind style for each, the direct path is taken on.
 _DRIVERS = {"psycopg": "pyformat", "asyncpg": "numeric_dollar"}
 
@@ -56,12 +58,12 @@ class DirectSelect(TextualSelect):
 
     inherit_cache = True
 
-    def forms(self, dialect: Dialect) -> _Form:
+    def forms(self, dialect: Dialect) -> CursorStatement:
         """The compiled SQL and the type conversions for ``dialect`` (cached)."""
-        cache: dict[Dialect, _Form] = self.__dict__.setdefault("_direct_forms", {})
+        cache: dict[Dialect, CursorStatement] = self.__dict__.setdefault("_direct_forms", {})
         form = cache.get(dialect)
         if form is None:
-            form = cache[dialect] = _Form(self, dialect)
+            form = cache[dialect] = CursorStatement(self, dialect)
         return form
 
 
@@ -70,29 +72,6 @@ def direct(statement: TextualSelect) -> DirectSelect:
     :class:`DirectSelect`."""
     columns: list[Any] = list(statement.column_args)
     return DirectSelect(statement.element, columns, positional=statement.positional)
-
-
-class _Form:
-    """One dialect's compiled SQL, bind processors and result processors."""
-
-    __slots__ = ("binds", "columns", "positions", "sql")
-
-    def __init__(self, statement: DirectSelect, dialect: Dialect) -> None:
-        compiled = statement.compile(dialect=dialect)
-        self.sql: str = compiled.string
-        # A positional bind style ($1, $2 ...) takes the values in this order.
-        self.positions: tuple[str, ...] | None = (
-            tuple(compiled.positiontup or ()) if dialect.positional else None
-        )
-        self.binds: dict[str, _Processor] = {}
-        for name, bind in compiled.binds.items():
-            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if process is not None:
-                self.binds[name] = process
-        self.columns: list[_Processor | None] = [
-            col.type.dialect_impl(dialect).result_processor(dialect, None)
-            for col in statement.selected_columns
-        ]
 
 
 class _Rows:
@@ -149,20 +128,14 @@ def _unobserved(conn: Connection) -> bool:
     return not conn.get_execution_options().get("schema_translate_map")
 
 
-def _run(conn: Connection, form: _Form, params: Mapping[str, Any]) -> _Rows:
-    named = {
-        name: form.binds[name](value) if name in form.binds else value
-        for name, value in params.items()
-    }
-    args: Any = named if form.positions is None else [named[n] for n in form.positions]
+def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> _Rows:
+    args = form.args(params)
     fairy = conn.connection
     dbapi_conn = fairy.dbapi_connection
     dbapi: Any = conn.dialect.loaded_dbapi
     cursor = fairy.cursor()
     try:
-        cursor.execute(form.sql, args)
-        raw: Sequence[tuple[Any, ...]] = cursor.fetchall()  # a select: it returns rows
-        rowcount = cursor.rowcount
+        raw, rowcount, _ = fetch(cursor, form.sql, args)
     except dbapi.Error as error:
         disconnect = conn.dialect.is_disconnect(error, dbapi_conn, cursor)
         wrapped = DBAPIError.instance(
@@ -178,11 +151,4 @@ def _run(conn: Connection, form: _Form, params: Mapping[str, Any]) -> _Rows:
         raise wrapped from error
     finally:
         cursor.close()
-    return _Rows([_convert(row, form.columns) for row in raw], rowcount)
-
-
-def _convert(row: Sequence[Any], columns: list[_Processor | None]) -> tuple[Any, ...]:
-    return tuple(
-        value if process is None else process(value)
-        for value, process in zip(row, columns, strict=False)
-    )
+    return _Rows([form.convert(row) for row in raw], rowcount)

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool, StaticPool
 
 import inboxguard
-from inboxguard.outbox._sqlite_lock import SqliteDispatcherLock
+from inboxguard.sql.dialects.sqlite.dispatcher_lock import SqliteDispatcherLock
 from tests.conftest import AMQP_URL, unique
 from tests.outbox.helpers import Recorder
 

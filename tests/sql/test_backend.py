@@ -54,8 +54,6 @@ def _claim_params(command_id: str, digest: str, at: dt.datetime = NOW) -> dict[s
     return {
         "consumer": "billing",
         "command_id": command_id,
-        "key_consumer": "billing",
-        "key_command_id": command_id,
         "digest": digest,
         "processed_at": at,
         "expires_at": at + 10 * DAY,
@@ -142,8 +140,6 @@ def test_quarantine_upsert_inserts_then_counts_a_repeat(backend: Backend) -> Non
 
 def _seed(backend: Backend, ids: list[str], expires_at: dt.datetime) -> None:
     rows = [{**_claim_params(i, DIGEST_A), "expires_at": expires_at, "result": '"r"'} for i in ids]
-    for row in rows:
-        del row["key_consumer"], row["key_command_id"]
     with backend.engine.begin() as conn:
         conn.execute(insert(backend.inbox.inbox), rows)
 

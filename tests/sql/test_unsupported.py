@@ -17,7 +17,7 @@ from sqlalchemy.engine import Dialect, Engine
 
 import inboxguard
 from inboxguard.inbox._purge import plan_purge
-from inboxguard.sql.dialects import database_for, dialect_for
+from inboxguard.sql.dialects import DATABASES, database_for, inbox_statements_for
 from inboxguard.sql.tables import inbox_tables
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
@@ -32,7 +32,7 @@ def test_the_registry_refuses_a_real_unsupported_dialect(sa_dialect: Dialect) ->
     assert repr(sa_dialect.name) in str(caught.value)
     assert "PostgreSQL, MariaDB/MySQL, SQLite" in str(caught.value)
     with pytest.raises(inboxguard.UnsupportedDialectError):
-        dialect_for(sa_dialect, inbox_tables("unsupported_"), None)
+        inbox_statements_for(sa_dialect, inbox_tables("unsupported_"), None)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +48,13 @@ def test_the_registry_refuses_a_real_unsupported_dialect(sa_dialect: Dialect) ->
 def test_the_registry_maps_each_supported_name(sa_dialect: Dialect, label: str) -> None:
     """Each supported SQLAlchemy dialect name maps to its own database."""
     assert database_for(sa_dialect).label == label
+
+
+def test_each_database_declares_whether_it_partitions() -> None:
+    """The services ask the database record, not its name: only PostgreSQL
+    declares partitioning, and it is the one with a partitioned inbox."""
+    declared = {database.label: database.supports_partitioning for database in DATABASES}
+    assert declared == {"PostgreSQL": True, "MariaDB/MySQL": False, "SQLite": False}
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from inboxguard.inbox._decide import (
     busy_error,
     prepare,
     refusal_values,
-    result_params,
+    result_json,
     stale_error,
 )
 from inboxguard.inbox._decide import verdict as judge
@@ -249,8 +249,7 @@ class RedisFlows:
     ) -> tuple[Command, ...]:
         if not entry._result_set or entry.result is None:  # noqa: SLF001
             return ()
-        encoded = result_params(delivery, entry)["new_result"]
-        return (("HSET", keys.evidence, "result", encoded),)
+        return (("HSET", keys.evidence, "result", result_json(entry)),)
 
     def _prepare(
         self,

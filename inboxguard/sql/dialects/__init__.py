@@ -25,7 +25,7 @@ from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.inbox import (
     Claim,
     ClaimSteps,
-    Dialect,
+    InboxStatements,
     Step,
     Steps,
     Watermark,
@@ -41,7 +41,7 @@ __all__ = [
     "Claim",
     "ClaimSteps",
     "Database",
-    "Dialect",
+    "InboxStatements",
     "OutboxStatements",
     "PurgeStatements",
     "Step",
@@ -49,8 +49,8 @@ __all__ = [
     "Watermark",
     "batch_for",
     "database_for",
-    "dialect_for",
     "drive",
+    "inbox_statements_for",
     "partitioning_unsupported",
 ]
 
@@ -82,13 +82,13 @@ def database_for(sa_dialect: SaDialect) -> Database:
     return found
 
 
-def dialect_for(
+def inbox_statements_for(
     sa_dialect: SaDialect,
     tables: InboxTables,
     lock_timeout: dt.timedelta | None,
     *,
     partitioned: bool = False,
-) -> Dialect:
+) -> InboxStatements:
     """Return the inbox's statements for a SQLAlchemy dialect (``partitioned``:
     for an inbox table partitioned by expiry).
 

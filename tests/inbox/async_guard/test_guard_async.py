@@ -244,3 +244,26 @@ def test_inbox_refuses_an_async_engine_with_a_hint(setup: AsyncSetup) -> None:
             inboxguard.Inbox(engine, retention=dt.timedelta(days=1))  # type: ignore[arg-type]
 
     run(setup, body)
+
+
+def test_quarantine_records_of_async_reads_what_the_sync_lookup_reads(setup: AsyncSetup) -> None:
+    """The async adapters' lookup through an AsyncEngine returns the same
+    records, any status, of the one command only."""
+    box = setup.inbox
+    for command_id in ("q-1", "q-2"):
+        assert box.quarantine_delivery(
+            consumer="orders", command_id=command_id, payload={"n": 1}, reason="invalid_command"
+        )
+    first = box.quarantine_records_of("orders", "q-1")[0]
+    assert box.resolve_quarantine(first.id)
+
+    async def body(engine: AsyncEngine) -> Any:
+        return (
+            await box.quarantine_records_of_async(engine, "orders", "q-1"),
+            await box.quarantine_records_of_async(engine, "orders", "absent"),
+        )
+
+    found, absent = run(setup, body)
+    assert found == box.quarantine_records_of("orders", "q-1")
+    assert [(r.command_id, r.status) for r in found] == [("q-1", "resolved")]
+    assert absent == []

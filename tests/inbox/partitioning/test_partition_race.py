@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 import inboxguard
 from inboxguard.errors import InProgressError
 from inboxguard.sql.dialects import Claim, Steps
-from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlDialect
+from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlInbox
 from tests.conftest import FakeClock
 from tests.helpers import create_business, wait_until
 from tests.inbox.partitioning.conftest import HORIZON, where_rows
@@ -129,7 +129,7 @@ def test_without_the_advisory_lock_the_same_race_claims_twice(
     """The control: with the lock statement skipped, two open transactions
     each claim the command in their own partition. The lock is what the
     tests above rely on."""
-    monkeypatch.setattr(PartitionedPostgresqlDialect, "attempt", _attempt_without_lock)
+    monkeypatch.setattr(PartitionedPostgresqlInbox, "attempt", _attempt_without_lock)
     first, second = straddling
     with pg_engine.connect() as a, pg_engine.connect() as b:
         a.begin()
@@ -144,7 +144,7 @@ def test_without_the_advisory_lock_the_same_race_claims_twice(
 
 
 def _attempt_without_lock(
-    self: PartitionedPostgresqlDialect, params: Mapping[str, Any]
+    self: PartitionedPostgresqlInbox, params: Mapping[str, Any]
 ) -> Steps[Claim | None]:
     row = (yield self._claim_stmt, params).first()
     return Claim(True, row[0])

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Dialect as SaDialect
 
 from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.boundary import ends_transaction
-from inboxguard.sql.dialects.base.inbox import Dialect, Watermark
+from inboxguard.sql.dialects.base.inbox import InboxStatements, Watermark
 from inboxguard.sql.dialects.base.outbox import OutboxStatements
 from inboxguard.sql.dialects.base.purge import PurgeStatements
 
@@ -29,16 +29,17 @@ class Database:
 
     Capability flags are class attributes of the statement classes (for
     instance :attr:`OutboxStatements.concurrent_dispatchers`,
-    :attr:`PurgeStatements.single_purger`); the services read them instead of
-    testing the database's name.
+    :attr:`PurgeStatements.single_purger`), and this record's own
+    (:attr:`supports_partitioning`); the services read them instead of testing
+    the database's name.
     """
 
     #: How messages name the database.
     label: str
-    #: SQLAlchemy dialect names (``Dialect.name``) this database serves.
+    #: SQLAlchemy dialect names (``Dialect.name`` of SQLAlchemy) this database serves.
     names: tuple[str, ...]
     #: The inbox: claim, result store, quarantine upsert.
-    inbox: type[Dialect]
+    inbox: type[InboxStatements]
     #: The advance of a domain watermark.
     watermark: type[Watermark]
     #: The purge: single-purger lock and one batch of each step.
@@ -52,8 +53,13 @@ class Database:
     check: Callable[[SaDialect], None] = lambda sa_dialect: None
     #: The inbox on a table partitioned by expiry (``Inbox(partitioning=...)``);
     #: None where the database has no such layout.
-    partitioned_inbox: type[Dialect] | None = None
+    partitioned_inbox: type[InboxStatements] | None = None
     #: True for a statement that would commit or end the transaction, told
     #: before it runs (the guarded block refuses it): ``COMMIT``, ``END``,
     #: ``ROLLBACK``, and on MariaDB/MySQL every implicitly committing statement.
     ends_transaction: Callable[[str], bool] = ends_transaction
+
+    @property
+    def supports_partitioning(self) -> bool:
+        """Whether an inbox table partitioned by expiry can live here."""
+        return self.partitioned_inbox is not None

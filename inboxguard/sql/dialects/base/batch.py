@@ -17,7 +17,7 @@ SQLite one ``UPDATE ... CASE`` per 500 results.
 
 MySQL (no ``INSERT ... RETURNING``) claims key by key with the single claim.
 Every method is sans I/O: it yields ``(statement, parameters)`` steps and
-receives their results, as :meth:`.inbox.Dialect.claim` does.
+receives their results, as :meth:`.inbox.InboxStatements.claim` does.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Executable, bindparam, delete, select
 from sqlalchemy.engine import Dialect as SaDialect
 
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Step, Steps
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Step, Steps
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, long_text
@@ -98,7 +98,7 @@ class BatchStatements(ABC):
         found: dict[str, Claim] = {}
         for part in chunks(keys):
             result = yield self.read_step(consumer, part)
-            found.update((row.command_id, Dialect.existing(row)) for row in result)
+            found.update((row.command_id, InboxStatements.existing(row)) for row in result)
         return found
 
     def read_step(self, consumer: str, keys: Sequence[str]) -> Step:

@@ -1,7 +1,7 @@
 """The inbox's statements: what every database must provide for the inbox.
 
 A dialect turns the inbox's operations into statements for one database.
-Multi-statement operations are written *sans I/O*: :meth:`Dialect.claim` and
+Multi-statement operations are written *sans I/O*: :meth:`InboxStatements.claim` and
 :meth:`Watermark.advance` are generators that yield ``(statement,
 parameters)`` pairs and receive each statement's result, so the same decision
 logic drives a sync :class:`~sqlalchemy.engine.Connection` (:func:`drive`) and
@@ -34,7 +34,7 @@ __all__ = [
     "CLAIM_ATTEMPTS",
     "Claim",
     "ClaimSteps",
-    "Dialect",
+    "InboxStatements",
     "OnConflictWatermark",
     "Step",
     "Steps",
@@ -75,7 +75,7 @@ class Claim:
     result_expires_at: dt.datetime | None = None
 
 
-class Dialect(ABC):
+class InboxStatements(ABC):
     """The inbox's statements on one database, built once per table prefix:
     the claim, the result store and the quarantine upsert."""
 
@@ -99,15 +99,26 @@ class Dialect(ABC):
         """The parameters of :attr:`store_result_stmt` (every dialect's binds)."""
         return {"key_consumer": consumer, "key_command_id": command_id, "new_result": result_json}
 
-    def claim(self, params: Mapping[str, Any]) -> ClaimSteps:
+    @staticmethod
+    def claim_params(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The claim's bound parameters: the row's ``values`` and its key again
+        as ``key_consumer`` and ``key_command_id`` (a bound parameter cannot
+        share a column's name in an UPDATE)."""
+        return {
+            **values,
+            "key_consumer": values["consumer"],
+            "key_command_id": values["command_id"],
+        }
+
+    def claim(self, values: Mapping[str, Any]) -> ClaimSteps:
         """Insert the evidence row if absent, else return what is stored.
 
-        ``params`` has ``consumer``, ``command_id``, ``digest``,
-        ``processed_at``, ``expires_at`` and ``result_expires_at``, and the
-        row's key again as ``key_consumer`` and ``key_command_id`` (a bound
-        parameter cannot share a column's name in an UPDATE). A lock
-        wait longer than ``lock_timeout`` raises a database error that
-        :func:`inboxguard.sql.errors.is_busy` recognises.
+        ``values`` has the row's ``consumer``, ``command_id``, ``digest``,
+        ``processed_at``, ``expires_at`` and ``result_expires_at``; the
+        statements' own bound parameters are built from them
+        (:meth:`claim_params`). A lock wait longer than ``lock_timeout``
+        raises a database error that :func:`inboxguard.sql.errors.is_busy`
+        recognises.
 
         When the row the insert conflicted with is gone before it can be read
         (deleted concurrently), the claim starts over, at most
@@ -116,6 +127,7 @@ class Dialect(ABC):
         Raises:
             InProgressError: the row vanished on every attempt.
         """
+        params = self.claim_params(values)
         for _ in range(CLAIM_ATTEMPTS):
             found = yield from self.attempt(params)
             if found is not None:
@@ -142,7 +154,7 @@ class Dialect(ABC):
     @classmethod
     def for_dialect(
         cls, sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
-    ) -> Dialect:
+    ) -> InboxStatements:
         """Build the statements for a connected SQLAlchemy dialect (a database
         whose statements depend on the server, such as MariaDB, overrides this)."""
         return cls(tables, lock_timeout)

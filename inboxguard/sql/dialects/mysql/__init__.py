@@ -12,17 +12,17 @@ from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.mysql.batch import MysqlBatch
 from inboxguard.sql.dialects.mysql.boundary import commits_implicitly
 from inboxguard.sql.dialects.mysql.charset import require_utf8mb4
-from inboxguard.sql.dialects.mysql.inbox import MysqlDialect, MysqlWatermark
+from inboxguard.sql.dialects.mysql.inbox import MysqlInbox, MysqlWatermark
 from inboxguard.sql.dialects.mysql.outbox import MysqlOutbox
 from inboxguard.sql.dialects.mysql.purge import MysqlPurge
 
-__all__ = ["DATABASE", "MysqlBatch", "MysqlDialect", "MysqlOutbox", "MysqlPurge", "MysqlWatermark"]
+__all__ = ["DATABASE", "MysqlBatch", "MysqlInbox", "MysqlOutbox", "MysqlPurge", "MysqlWatermark"]
 
 #: MariaDB 10.6+ or MySQL 8.0+ (``FOR UPDATE SKIP LOCKED``).
 DATABASE = Database(
     label="MariaDB/MySQL",
     names=("mysql", "mariadb"),
-    inbox=MysqlDialect,
+    inbox=MysqlInbox,
     watermark=MysqlWatermark,
     purge=MysqlPurge,
     outbox=MysqlOutbox,

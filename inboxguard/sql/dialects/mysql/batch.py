@@ -30,8 +30,8 @@ from inboxguard.sql.dialects.base.batch import (
     ValuesInsert,
     chunks,
 )
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Step, Steps
-from inboxguard.sql.dialects.mysql.inbox import MysqlDialect
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Step, Steps
+from inboxguard.sql.dialects.mysql.inbox import MysqlInbox
 from inboxguard.sql.tables import InboxTables
 
 __all__ = ["MysqlBatch"]
@@ -56,7 +56,7 @@ class MysqlBatch(BatchStatements):
             seconds = math.ceil(lock_timeout.total_seconds())
             self._prefix = f"SET STATEMENT innodb_lock_wait_timeout={seconds} FOR "
         self._locking_read = self._read.with_for_update(read=True)
-        self._single = MysqlDialect(tables, lock_timeout, is_mariadb=is_mariadb)
+        self._single = MysqlInbox(tables, lock_timeout, is_mariadb=is_mariadb)
         tail = " RETURNING command_id"
         self._insert = ValuesInsert(tables, head=self._prefix, verb="INSERT IGNORE", tail=tail)
         self._results = CaseResultStore(tables)
@@ -88,7 +88,7 @@ class MysqlBatch(BatchStatements):
             others = [r["command_id"] for r in part if r["command_id"] not in inserted]
             if others:
                 result = yield self._locking_read, {"consumer": shared["consumer"], "ids": others}
-                found.update((row.command_id, Dialect.existing(row)) for row in result)
+                found.update((row.command_id, InboxStatements.existing(row)) for row in result)
         return found
 
     def read_step(self, consumer: str, keys: Sequence[str]) -> Step:

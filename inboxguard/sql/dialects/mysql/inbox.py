@@ -31,15 +31,15 @@ from sqlalchemy import Executable, Table, bindparam
 from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.engine import Dialect as SaDialect
 
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, Watermark
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Steps, Watermark
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
-__all__ = ["MysqlDialect", "MysqlWatermark"]
+__all__ = ["MysqlInbox", "MysqlWatermark"]
 
 
-class MysqlDialect(Dialect):
+class MysqlInbox(InboxStatements):
     """Inbox statements for MariaDB and MySQL."""
 
     def __init__(
@@ -76,7 +76,7 @@ class MysqlDialect(Dialect):
     @classmethod
     def for_dialect(
         cls, sa_dialect: SaDialect, tables: InboxTables, lock_timeout: dt.timedelta | None
-    ) -> Dialect:
+    ) -> InboxStatements:
         """MariaDB bounds the lock wait per statement; MySQL cannot."""
         is_mariadb = bool(getattr(sa_dialect, "is_mariadb", False))
         return cls(tables, lock_timeout, is_mariadb=is_mariadb)

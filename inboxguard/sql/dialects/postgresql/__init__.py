@@ -13,16 +13,16 @@ from __future__ import annotations
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
 from inboxguard.sql.dialects.postgresql.batch import PostgresqlBatch
-from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlInbox
 from inboxguard.sql.dialects.postgresql.outbox import PostgresqlOutbox
-from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlDialect
+from inboxguard.sql.dialects.postgresql.partitioned import PartitionedPostgresqlInbox
 from inboxguard.sql.dialects.postgresql.purge import PostgresqlPurge
 
 __all__ = [
     "DATABASE",
-    "PartitionedPostgresqlDialect",
+    "PartitionedPostgresqlInbox",
     "PostgresqlBatch",
-    "PostgresqlDialect",
+    "PostgresqlInbox",
     "PostgresqlOutbox",
     "PostgresqlPurge",
 ]
@@ -31,10 +31,10 @@ __all__ = [
 DATABASE = Database(
     label="PostgreSQL",
     names=("postgresql",),
-    inbox=PostgresqlDialect,
+    inbox=PostgresqlInbox,
     watermark=OnConflictWatermark,
     purge=PostgresqlPurge,
     outbox=PostgresqlOutbox,
     batch=PostgresqlBatch,
-    partitioned_inbox=PartitionedPostgresqlDialect,
+    partitioned_inbox=PartitionedPostgresqlInbox,
 )

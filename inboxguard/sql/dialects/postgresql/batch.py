@@ -16,7 +16,7 @@ Features:
   transaction: the whole batch is refused as in progress.
 - results: one ``UPDATE ... FROM unnest(...)`` for every fresh entry's result.
 - a batch of one command, and a single result, take the single claim's
-  statements (:class:`~.inbox.PostgresqlDialect`): the same row, lock bound
+  statements (:class:`~.inbox.PostgresqlInbox`): the same row, lock bound
   and restore of the caller's ``lock_timeout``, without the arrays and the
   ``LATERAL`` lookups (``python -m benchmarks batch``, batch size 1).
 """
@@ -31,7 +31,7 @@ from sqlalchemy import Boolean, bindparam, column
 
 from inboxguard.sql.dialects.base.batch import BatchStatements
 from inboxguard.sql.dialects.base.inbox import Claim, Step, Steps
-from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlInbox
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
@@ -55,7 +55,7 @@ class PostgresqlBatch(BatchStatements):
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
         super().__init__(tables, lock_timeout)
-        self._one = PostgresqlDialect(tables, lock_timeout)
+        self._one = PostgresqlInbox(tables, lock_timeout)
         self._claim = (
             table_text(_claim_sql(lock_timeout), inbox=tables.inbox)
             .bindparams(

@@ -15,8 +15,9 @@ Features:
   returns puts it back once the insert has finished waiting, and after a lost
   race the second ``SELECT`` does (SQLSTATE 55P03 on expiry, which aborts the
   transaction anyway). ``python -m benchmarks candidates`` measures this
-  against the earlier form (the caller's value read in a ``MATERIALIZED``
-  CTE, and a third branch to put it back after a lost race).
+  against the alternative of reading the caller's value in a
+  ``MATERIALIZED`` CTE, which needs a third branch to put it back after a
+  lost race.
 - isolation: READ COMMITTED, REPEATABLE READ and SERIALIZABLE. Under the last
   two, a race lost to a concurrent commit is a serialization failure (40001),
   reported as retryable, never a silent skip.
@@ -40,16 +41,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert
 
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Steps, on_conflict_quarantine
 from inboxguard.sql.direct import DirectSelect, direct
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime, digest_type, id_type, long_text
 
-__all__ = ["PostgresqlDialect", "claim_text"]
+__all__ = ["PostgresqlInbox", "claim_text"]
 
 
-class PostgresqlDialect(Dialect):
+class PostgresqlInbox(InboxStatements):
     """Inbox statements for PostgreSQL."""
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:

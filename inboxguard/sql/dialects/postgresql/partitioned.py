@@ -32,17 +32,17 @@ from sqlalchemy import bindparam, text
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects.base.inbox import Claim, Steps
-from inboxguard.sql.dialects.postgresql.inbox import PostgresqlDialect, claim_text
+from inboxguard.sql.dialects.postgresql.inbox import PostgresqlInbox, claim_text
 from inboxguard.sql.dialects.postgresql.partitions import claim_lock_seed
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import id_type
 
-__all__ = ["PartitionedPostgresqlDialect", "claims_at"]
+__all__ = ["PartitionedPostgresqlInbox", "claims_at"]
 
 _SAFE_ISOLATION = "read committed"
 
 
-class PartitionedPostgresqlDialect(PostgresqlDialect):
+class PartitionedPostgresqlInbox(PostgresqlInbox):
     """Inbox statements for a partitioned PostgreSQL inbox: lock, then claim."""
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:

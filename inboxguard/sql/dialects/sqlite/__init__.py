@@ -12,17 +12,17 @@ from __future__ import annotations
 from inboxguard.sql.dialects.base import Database
 from inboxguard.sql.dialects.base.inbox import OnConflictWatermark
 from inboxguard.sql.dialects.sqlite.batch import SqliteBatch
-from inboxguard.sql.dialects.sqlite.inbox import SqliteDialect
+from inboxguard.sql.dialects.sqlite.inbox import SqliteInbox
 from inboxguard.sql.dialects.sqlite.outbox import SqliteOutbox
 from inboxguard.sql.dialects.sqlite.purge import SqlitePurge
 
-__all__ = ["DATABASE", "SqliteBatch", "SqliteDialect", "SqliteOutbox", "SqlitePurge"]
+__all__ = ["DATABASE", "SqliteBatch", "SqliteInbox", "SqliteOutbox", "SqlitePurge"]
 
 #: SQLite 3.35 or later (``RETURNING``).
 DATABASE = Database(
     label="SQLite",
     names=("sqlite",),
-    inbox=SqliteDialect,
+    inbox=SqliteInbox,
     watermark=OnConflictWatermark,
     purge=SqlitePurge,
     outbox=SqliteOutbox,

@@ -9,11 +9,12 @@ to know when two engines share a database; a URL string does not tell
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy.engine import Engine
 
-__all__ = ["database_key", "same_database"]
+__all__ = ["database_key", "journal_mode", "same_database"]
 
 
 def database_key(engine: Engine) -> tuple[str, str]:
@@ -45,3 +46,10 @@ def same_database(one: Engine, other: Engine) -> bool:
     if one.dialect.name != "sqlite" or other.dialect.name != "sqlite":
         return False
     return one is other or database_key(one) == database_key(other)
+
+
+def journal_mode(cursor: Any) -> str:
+    """The journal mode (``"wal"``, ``"delete"``, ...) of the SQLite database a
+    DBAPI cursor (or a Django cursor) is on."""
+    cursor.execute("PRAGMA journal_mode")
+    return str(cursor.fetchone()[0]).lower()

@@ -27,12 +27,12 @@ from sqlalchemy import Executable, TextClause, bindparam, text
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.exc import DBAPIError
 
-from inboxguard.sql.dialects.base.inbox import Claim, Dialect, Steps, on_conflict_quarantine
+from inboxguard.sql.dialects.base.inbox import Claim, InboxStatements, Steps, on_conflict_quarantine
 from inboxguard.sql.table_text import table_text
 from inboxguard.sql.tables import InboxTables
 from inboxguard.sql.types import UtcDateTime
 
-__all__ = ["SqliteDialect", "busy_bound", "within_busy_timeout"]
+__all__ = ["SqliteInbox", "busy_bound", "within_busy_timeout"]
 
 _T = TypeVar("_T")
 _READ_BUSY = text("PRAGMA busy_timeout")
@@ -67,7 +67,7 @@ def within_busy_timeout(bound: TextClause | None, steps: Steps[_T]) -> Steps[_T]
     return value
 
 
-class SqliteDialect(Dialect):
+class SqliteInbox(InboxStatements):
     """Inbox statements for SQLite."""
 
     def __init__(self, tables: InboxTables, lock_timeout: dt.timedelta | None) -> None:
