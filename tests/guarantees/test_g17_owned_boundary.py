@@ -335,3 +335,48 @@ def test_g21_a_session_split_over_two_engines_is_refused(
             apply(session.connection(), accounts, ledger, "one", 1)
     assert inbox.lookup("c", "one") is not None
     other.dispose()
+
+
+def test_g17_a_caller_that_goes_on_after_a_failed_block_keeps_only_its_own_changes(
+    inbox: Inbox, engine: Engine
+) -> None:
+    """An object the block changed and one it flushed are undone; the caller,
+    having caught the error, changes the object again and commits: only the
+    caller's change commits, no evidence, one after-commit hook. On the stdlib
+    SQLite driver with nothing written before the block, the whole transaction
+    was the guard's, so going on is refused loudly instead."""
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Acct(Base):
+        __tablename__ = f"{inbox.table_prefix}acct"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        bal: Mapped[int]
+
+    Base.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        session.add(Acct(id=1, bal=0))
+    hooks: list[int] = []
+    with Session(engine) as session:
+        event.listen(session, "after_commit", lambda _: hooks.append(1))
+        with session.begin():
+            account = session.get(Acct, 1)
+            assert account is not None
+            try:
+                with inbox.guard(session, consumer="c", command_id="go-on", payload={}):
+                    account.bal += 10
+                    session.add(Acct(id=2, bal=5))
+                    session.flush()
+                    raise RuntimeError("handler failed")
+            except RuntimeError:
+                pass
+            if engine.dialect.name == "sqlite":
+                with pytest.raises(Exception, match="closed transaction"):
+                    account.bal += 1
+                return
+            account.bal += 1
+    with Session(engine) as session:
+        assert [(a.id, a.bal) for a in session.scalars(select(Acct))] == [(1, 1)]
+    assert inbox.lookup("c", "go-on") is None
+    assert hooks == [1]
