@@ -32,7 +32,7 @@ from inboxguard.adapters._outcome import (
     outcome_of,
 )
 
-__all__ = ["Attempt", "Redelivery", "Step"]
+__all__ = ["Attempt", "Redelivery", "Step", "step_of"]
 
 
 class Step(enum.Enum):
@@ -50,6 +50,26 @@ class Step(enum.Enum):
     #: failed): publish a copy with the same attempt number, due after the
     #: retry delay, then ack the original. Never dropped, never acked alone.
     REQUEUE = "requeue"
+
+
+def step_of(outcome: Outcome, *, failure: Step = Step.RETRY) -> Step:
+    """The step an attempt's outcome settles to.
+
+    In order: back to the broker when no quarantine record holds a refused
+    or exhausted delivery (``REQUEUE``); a refusal is rejected; an exhausted
+    retry gives up; an outcome handed to the framework's own failure path is
+    ``failure`` (a consumer that retries every failure never gets one); any
+    other is retried.
+    """
+    if outcome.requeued:
+        return Step.REQUEUE
+    if outcome.refused:
+        return Step.REJECT
+    if outcome.exhausted:
+        return Step.GIVE_UP
+    if outcome.failed:
+        return failure
+    return Step.RETRY
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +146,10 @@ class Attempt:
         not quarantine.
         """
         policy = self.policy
-        if outcome.requeued:
+        step = step_of(outcome)
+        if step is Step.REQUEUE:
             log_requeued(policy.logger, error, f"delivery of {command_id}")
-            return Step.REQUEUE
-        if outcome.refused:
+        elif step is Step.REJECT:
             log_refusal(
                 policy.logger,
                 error,
@@ -137,18 +157,17 @@ class Attempt:
                 command_id=command_id,
                 done="quarantined, then rejected without requeue (dead-lettered)",
             )
-            return Step.REJECT
-        if outcome.exhausted:
+        elif step is Step.GIVE_UP:
             policy.logger.error(
                 "giving up on %s after its last attempt failed: %r", command_id, error
             )
-            return Step.GIVE_UP
-        policy.logger.warning(
-            "attempt %d/%d of %s failed (%r); retrying in %.1fs",
-            self.number,
-            policy.max_attempts,
-            command_id,
-            error,
-            policy.delay,
-        )
-        return Step.RETRY
+        else:
+            policy.logger.warning(
+                "attempt %d/%d of %s failed (%r); retrying in %.1fs",
+                self.number,
+                policy.max_attempts,
+                command_id,
+                error,
+                policy.delay,
+            )
+        return step

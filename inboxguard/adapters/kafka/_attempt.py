@@ -11,13 +11,12 @@ count again, so a record may get more attempts than ``max_attempts``, never
 fewer.
 
 :class:`Reader` turns a record into a :class:`Prepared` command (or an
-unusable one) and :meth:`Reader.settle` runs attempts until the record may
-be committed.
+unusable one) and :meth:`Reader.attempt` runs one attempt to the step the
+shared redelivery policy decides; ``_settle`` performs it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import logging
@@ -116,19 +115,6 @@ class Reader:
         except Exception as bad:
             return Prepared(record, raw, headers, None, None, refused, bad)
         return Prepared(record, body, headers, cid, sent_at, refused)
-
-    async def settle(self, record: Any, apply: Apply) -> Step:
-        """Attempt ``record`` until it may be committed; return how it ended
-        (``ACK``: committed or a duplicate; ``REJECT`` or ``GIVE_UP``: held by a
-        quarantine record, to be dead-lettered)."""
-        number = 1
-        while True:
-            step = await self.attempt(self.prepare(record, number), number, apply)
-            if step is Step.RETRY:
-                number += 1
-            elif step is not Step.REQUEUE:
-                return step
-            await asyncio.sleep(self.policy.delay)
 
     async def attempt(self, prepared: Prepared, number: int, apply: Apply) -> Step:
         """One attempt: the step it ends with."""

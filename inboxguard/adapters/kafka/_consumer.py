@@ -35,6 +35,7 @@ from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.kafka._attempt import Prepared, Reader
 from inboxguard.adapters.kafka._guarantee import register
 from inboxguard.adapters.kafka._record import RecordId, position_of
+from inboxguard.adapters.kafka._settle import Settler
 from inboxguard.adapters.kafka._watermarks import Watermarks, below
 from inboxguard.errors import ConfigurationError
 
@@ -152,6 +153,7 @@ class GuardedConsumer:
             decode=decode,
             require_sent_at=require_sent_at,
         )
+        self.settler = Settler(self.reader, producer, dead_letter_topic)
         self.session_factory = session_factory
         self.producer = producer
         self.dead_letter_topic = dead_letter_topic
@@ -229,9 +231,7 @@ class GuardedConsumer:
         async def apply(prepared: Prepared, _attempt: int) -> None:
             await self._apply_one(handler, prepared)
 
-        step = await self.reader.settle(record, apply)
-        if step is not Step.ACK:
-            await self._dead_letter(record)
+        await self.settler.settle(record, apply)
         await self._commit([record])
 
     async def _apply_one(self, handler: Handler, prepared: Prepared) -> None:
@@ -298,7 +298,7 @@ class GuardedConsumer:
                     await asyncio.sleep(self.policy.delay)
                 continue
             for item, _error in refused:
-                await self._dead_letter(item.record)
+                await self.settler.perform(Step.REJECT, item.record)
             for bad in (p for p in prepared if p.error is not None):
                 await self._settle_alone(handler, bad.record)
             await self._commit(records)
@@ -317,9 +317,7 @@ class GuardedConsumer:
             if refused:
                 raise refused[0][1]
 
-        step = await self.reader.settle(record, apply)
-        if step is not Step.ACK:
-            await self._dead_letter(record)
+        await self.settler.settle(record, apply)
 
     async def _apply_batch(
         self, handler: BatchHandler, items: Sequence[Prepared], unsettled: Sequence[Any] = ()
@@ -364,23 +362,6 @@ class GuardedConsumer:
         return kept
 
     # -- settlement ---------------------------------------------------------------------------
-
-    async def _dead_letter(self, record: Any) -> None:
-        """Produce a refused record to the dead-letter topic (retried until the
-        broker has it: its offset is not committed before)."""
-        if self.dead_letter_topic is None:
-            return
-        headers = [*(record.headers or ()), ("x-inbox-source", position_of(record).encode())]
-        while True:
-            try:
-                await self.producer.send_and_wait(
-                    self.dead_letter_topic, record.value, key=record.key, headers=headers
-                )
-            except KafkaError:
-                logger.exception("could not produce to %r; retrying", self.dead_letter_topic)
-                await asyncio.sleep(self.policy.delay or 1.0)
-                continue
-            return
 
     async def _commit(self, records: Sequence[Any]) -> None:
         """Commit the offset after each partition's last record."""

@@ -44,7 +44,8 @@ from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._consumers import claim_consumer
 from inboxguard.adapters.orch8._effects import effect_key, execute_effect
 from inboxguard.adapters.orch8._guarantee import register_task
-from inboxguard.adapters.orch8._task import STALE_STATUSES, GuardedTask, IdSpec, step_id
+from inboxguard.adapters.orch8._settle import STALE_STATUSES, step_id
+from inboxguard.adapters.orch8._task import GuardedTask, IdSpec
 from inboxguard.adapters.orch8._worker import InboxWorker
 from inboxguard.errors import ConfigurationError
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from orch8 import WorkerTask
 
-from inboxguard.adapters.orch8._task import step_id
+from inboxguard.adapters.orch8._settle import step_id
 from inboxguard.effects import EffectLedger
 from inboxguard.effects.provider import Provider, Receipt
 from inboxguard.errors import InvalidCommandError

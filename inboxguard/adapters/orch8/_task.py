@@ -1,11 +1,9 @@
-"""One guarded Orch8 task: its command ID, its transaction, and how it is settled.
+"""One guarded Orch8 task: its command ID, its transaction, and its step.
 
 The task is completed or failed here, with the SDK's client, and never by the
 SDK's worker loop: that loop turns a failed completion into a ``fail``, which
-would fail a step whose changes already committed. A completion the engine
-refuses as stale (404 on v0.7.1, 409 on the engine's main) means another
-worker holds the task now; it is logged and nothing else is sent: that
-worker's run is a duplicate and completes with the stored result.
+would fail a step whose changes already committed. The shared outcome policy
+decides the step; ``_settle`` holds the engine's verb for each.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from orch8 import Orch8Client, Orch8Error, WorkerTask
@@ -27,25 +25,18 @@ from inboxguard.adapters._evidence import (
     record_refusal_async,
 )
 from inboxguard.adapters._outcome import log_requeued, outcome_of
+from inboxguard.adapters._redelivery import Step, step_of
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
+from inboxguard.adapters.orch8._settle import STALE_STATUSES, Report, step_id
 from inboxguard.errors import ConfigurationError, InvalidCommandError
 
-__all__ = ["STALE_STATUSES", "GuardedTask", "IdSpec", "step_id"]
+__all__ = ["GuardedTask", "IdSpec"]
 
 logger = logging.getLogger("inboxguard.orch8")
 
-#: How the engine answers a worker that no longer holds the task: 404 on
-#: v0.7.1, 409 (``conflict: worker task lease changed``) with claim epochs.
-STALE_STATUSES = frozenset({404, 409})
-
 #: None (the step identity), a key of ``params``, or a callable over the task.
 IdSpec = str | Callable[[WorkerTask], object] | None
-
-
-def step_id(task: WorkerTask) -> str:
-    """The step's identity across re-offers and retries: ``instance_id/block_id``."""
-    return f"{task.instance_id}/{task.block_id}"
 
 
 def params_key(key: str) -> Callable[[WorkerTask], object]:
@@ -117,23 +108,17 @@ class GuardedTask:
 
     async def _run(self, task: WorkerTask, client: Orch8Client, worker_id: str) -> None:
         details = _details(task)
+        report = Report(client, task, worker_id)
         refused = Refused(self.consumer, None, task.id, task.params, (), details)
         try:
             cid = command_id_of(self._get_id, task)
             refused = Refused(self.consumer, cid, task.id, task.params, self.exclude, details)
             output = await self._apply(task, cid, details)
         except Exception as error:
-            retryable = await self._judge(error, refused)
-            await _report(
-                client.fail_task(
-                    task.id, worker_id, str(error) or repr(error), retryable=retryable
-                ),
-                "fail",
-                task,
-            )
+            await report.perform(await self._judge(error, refused), error)
             return
         faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
-        await _report(client.complete_task(task.id, worker_id, output), "complete", task)
+        await report.perform(Step.ACK, output)
 
     async def _apply(self, task: WorkerTask, cid: str, details: Mapping[str, Any]) -> Any:
         """The task's transaction: the guard, the handler if fresh, the commit;
@@ -177,28 +162,27 @@ class GuardedTask:
                 entry.result = self.handler(task)
         return entry.result
 
-    async def _judge(self, error: Exception, refused: Refused) -> bool:
-        """Whether the engine may retry the failed task (a new task, attempt + 1).
+    async def _judge(self, error: Exception, refused: Refused) -> Step:
+        """The step of the failed task: a retry (the engine creates a new task,
+        attempt + 1) or a rejection (failed for good).
 
         A refusal is failed for good once a quarantine record holds it; one
-        without a record is failed retryably, so the engine keeps offering it.
-        A transient error is retryable; the handler's own exception says so
-        itself (``retryable``, as the SDK's worker reads it).
+        without a record is requeued (failed retryably), so the engine keeps
+        offering it. A transient error is retried; the handler's own exception
+        says which itself (``retryable``, as the SDK's worker reads it).
         """
         outcome = outcome_of(error, failure_path_retries=True)
         if outcome.needs_record:
             outcome = outcome.recorded(await self._record(error, refused))
-        if outcome.requeued:
+        own = Step.RETRY if getattr(error, "retryable", False) else Step.REJECT
+        step = step_of(outcome, failure=own)
+        if step is Step.REQUEUE:
             log_requeued(logger, error, f"task {refused.message_id}")
-            return True
-        if outcome.refused:
+        elif outcome.refused:
             logger.warning(
                 "task %s refused (quarantined): %s; failed for good", refused.message_id, error
             )
-            return False
-        if outcome.retried:
-            return True
-        return bool(getattr(error, "retryable", False))
+        return step
 
     async def _record(self, error: Exception, refused: Refused) -> bool:
         if self.sync_session_factory is not None:
@@ -231,33 +215,6 @@ def _created_at(task: WorkerTask) -> dt.datetime | None:
     except (TypeError, ValueError):
         return None
     return created if created.tzinfo is not None else None
-
-
-async def _report(call: Awaitable[None], what: str, task: WorkerTask) -> None:
-    """Send a completion or a failure; never turn its own failure into another call."""
-    try:
-        await call
-    except Orch8Error as error:
-        if error.status in STALE_STATUSES:
-            logger.warning(
-                "task %s (%s): the engine refused the %s with %d: this worker no longer"
-                " holds the task (its lease lapsed and it was offered again); the worker"
-                " that holds it now gets the stored result from the inbox",
-                task.id,
-                step_id(task),
-                what,
-                error.status,
-            )
-            return
-        logger.error("task %s: the %s was not accepted: %s", task.id, what, error)
-    except Exception as error:
-        logger.error(
-            "task %s: the %s was lost (%r); the engine offers the task again once its"
-            " lease lapses, and the inbox turns that run into a duplicate",
-            task.id,
-            what,
-            error,
-        )
 
 
 async def _heartbeats(client: Orch8Client, task: WorkerTask, worker_id: str, every: float) -> None:
