@@ -30,5 +30,6 @@ STORES: dict[str, StoreFactory] = {
     "sql-mysql": sql_store("mysql"),
     "sql-async-sqlite": sql_async_store("sqlite"),
     "sql-async-postgresql": sql_async_store("postgresql"),
+    "sql-async-mysql": sql_async_store("mysql"),
     "redis": redis_store,
 }

@@ -1,6 +1,6 @@
 """The asyncio SQL stores: :meth:`inboxguard.Inbox.guard_async` in an
-``AsyncSession`` on SQLite (aiosqlite) and PostgreSQL (asyncpg), each with a
-table prefix of its own.
+``AsyncSession`` on SQLite (aiosqlite), PostgreSQL (asyncpg) and MariaDB
+(aiomysql), each with a table prefix of its own.
 
 The conformance suite is written in plain ``with`` blocks; this harness runs
 each async step on an event loop of the calling thread (an
@@ -30,7 +30,11 @@ __all__ = ["AsyncSqlStore", "sql_async_store"]
 
 T = TypeVar("T")
 
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "mysql": "mysql+aiomysql",
+}
 
 
 class _Loop:
@@ -139,11 +143,11 @@ class AsyncSqlStore(SqlStore):
         super().drop()
 
 
-_URL_FIXTURES = {"sqlite": "sqlite_url", "postgresql": "pg_url"}
+_URL_FIXTURES = {"sqlite": "sqlite_url", "postgresql": "pg_url", "mysql": "mysql_url"}
 
 
 def sql_async_store(database: str) -> Callable[[pytest.FixtureRequest], Any]:
-    """The factory of the asyncio SQL store on ``database`` (sqlite, postgresql)."""
+    """The factory of the asyncio SQL store on ``database`` (sqlite, postgresql, mysql)."""
 
     @contextmanager
     def factory(request: pytest.FixtureRequest) -> Iterator[AsyncSqlStore]:
