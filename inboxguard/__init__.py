@@ -11,9 +11,9 @@ from inboxguard._core.context import current_entry, current_session
 from inboxguard._core.digest import digest_of
 from inboxguard._core.guarantee import Guarantee, GuaranteeFact
 from inboxguard._core.identity import command_id_for
-from inboxguard._core.retention import RetentionPolicy, WindowRow
+from inboxguard._core.retention import RetentionPolicy
 from inboxguard.dashboard import dashboard_app, observe_database
-from inboxguard.effects import EffectLedger, EffectRecord, EffectTransition, ReconcileReport
+from inboxguard.effects import EffectLedger
 from inboxguard.effects.contracts import known_contract
 from inboxguard.effects.provider import (
     KEYS_KEPT_FOREVER,
@@ -50,7 +50,6 @@ from inboxguard.errors import (
     UnsupportedDialectError,
 )
 from inboxguard.guarantees import (
-    Contradiction,
     contradictions_of,
     guarantees_markdown,
     guarantees_of,
@@ -64,27 +63,13 @@ from inboxguard.inbox import (
     Inbox,
     InboxBatch,
     InboxEntry,
-    InboxRecord,
     InboxStore,
-    PurgePlan,
     PurgeReport,
-    QuarantineAction,
     QuarantineReason,
-    QuarantineRecord,
-    QuarantineReplay,
-    SqlInboxStore,
     StoreCapabilities,
-    is_inbox_store,
-    is_sql_store,
 )
-from inboxguard.inbox.redis import RedisDurability, RedisDurabilityWarning, RedisInbox
+from inboxguard.inbox.redis import RedisDurabilityWarning, RedisInbox
 from inboxguard.operations import (
-    CommandExplanation,
-    ConsumerStats,
-    EffectStats,
-    OutboxStats,
-    QuarantineDetail,
-    Stats,
     explain,
     quarantine_count,
     quarantine_list,
@@ -94,13 +79,9 @@ from inboxguard.operations import (
     stats,
 )
 from inboxguard.outbox import (
-    CompactionResult,
     Dispatcher,
-    DispatchStats,
     Outbox,
     OutboxMessage,
-    OutboxRow,
-    OutboxStatus,
 )
 from inboxguard.sql.clock import ServerClock
 from inboxguard.sql.errors import is_retryable
@@ -112,23 +93,15 @@ __all__ = [
     "BatchCommand",
     "BatchEntry",
     "BeyondRetentionError",
-    "CommandExplanation",
     "CommandRejectedError",
-    "CompactionResult",
     "ConfigurationError",
-    "ConsumerStats",
-    "Contradiction",
-    "DispatchStats",
     "Dispatcher",
     "Disposition",
     "EffectError",
     "EffectLedger",
     "EffectOutcomeUnknownError",
     "EffectPayloadConflictError",
-    "EffectRecord",
     "EffectState",
-    "EffectStats",
-    "EffectTransition",
     "Guarantee",
     "GuaranteeFact",
     "InProgressError",
@@ -136,7 +109,6 @@ __all__ = [
     "InboxBatch",
     "InboxEntry",
     "InboxGuardError",
-    "InboxRecord",
     "InboxStore",
     "InvalidCommandError",
     "InvalidTransitionError",
@@ -146,39 +118,26 @@ __all__ = [
     "Outbox",
     "OutboxMessage",
     "OutboxPayloadConflictError",
-    "OutboxRow",
-    "OutboxStats",
-    "OutboxStatus",
     "PayloadConflictError",
     "PayloadEncodingError",
     "PayloadMismatchError",
     "Provider",
     "ProviderContract",
     "ProviderRejectedError",
-    "PurgePlan",
     "PurgeReport",
-    "QuarantineAction",
-    "QuarantineDetail",
     "QuarantineReason",
-    "QuarantineRecord",
-    "QuarantineReplay",
     "Receipt",
     "ReceiptTooLargeError",
-    "ReconcileReport",
     "ReconciliationRequiredError",
-    "RedisDurability",
     "RedisDurabilityWarning",
     "RedisInbox",
     "RetentionMisalignedError",
     "RetentionPolicy",
     "ServerClock",
-    "SqlInboxStore",
     "StaleLeaseError",
-    "Stats",
     "StoreCapabilities",
     "UnroutableMessageError",
     "UnsupportedDialectError",
-    "WindowRow",
     "command_id_for",
     "contradictions_of",
     "current_entry",
@@ -188,9 +147,7 @@ __all__ = [
     "explain",
     "guarantees_markdown",
     "guarantees_of",
-    "is_inbox_store",
     "is_retryable",
-    "is_sql_store",
     "known_contract",
     "lock_changes",
     "lock_text",

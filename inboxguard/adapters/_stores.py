@@ -18,9 +18,10 @@ from typing import Any, TypeGuard
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlalchemy.orm import sessionmaker
 
-from inboxguard import InboxStore, is_inbox_store
+from inboxguard import InboxStore
 from inboxguard.adapters._transaction import transaction as traced_begin
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox import is_inbox_store
 
 __all__ = ["INBOX_KINDS", "check_pairing", "is_inbox", "transaction"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from inboxguard import QuarantineRecord
 from inboxguard._core import headers as vocabulary
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox import QuarantineRecord
 from inboxguard.outbox import OutboxMessage
 
 __all__ = ["describe", "replay_message"]

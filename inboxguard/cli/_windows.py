@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inboxguard import InboxStore, SqlInboxStore, is_inbox_store, is_sql_store
+from inboxguard import InboxStore
 from inboxguard._core.retention import Window
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox import SqlInboxStore, is_inbox_store, is_sql_store
 
 __all__ = ["DEFAULT_APP_ATTRS", "Discovery", "Found", "discover"]
 

@@ -30,12 +30,13 @@ from typing import Any
 
 from sqlalchemy import func, inspect, select
 
-from inboxguard import InboxGuardError, InboxStore, SqlInboxStore, is_sql_store
+from inboxguard import InboxGuardError, InboxStore
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
 from inboxguard.cli._db import missing_sqlite_file, redact
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, EXIT_USAGE, emit_json, table
 from inboxguard.cli._windows import DEFAULT_APP_ATTRS, Discovery, discover
+from inboxguard.inbox import SqlInboxStore, is_sql_store
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.postgresql.partitioned import claims_at
 from inboxguard.sql.dialects.postgresql.partitions import PartitionLayout

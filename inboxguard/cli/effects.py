@@ -25,14 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import (
-    ConfigurationError,
-    EffectLedger,
-    EffectRecord,
-    EffectState,
-    Provider,
-    Receipt,
-)
+from inboxguard import ConfigurationError, EffectLedger, EffectState, Provider, Receipt
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_database, add_json, positive_int, recorded_text
 from inboxguard.cli._command import fail, run_on_database
@@ -45,6 +38,7 @@ from inboxguard.cli._output import (
     human,
     table,
 )
+from inboxguard.effects import EffectRecord
 
 __all__ = ["register"]
 

@@ -20,11 +20,12 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import CommandExplanation, InboxStore, explain
+from inboxguard import InboxStore, explain
 from inboxguard.cli._args import add_json, positive_int
 from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, UsageError, emit_json, fields, human, plain
 from inboxguard.cli._redis import DEFAULT_KEY_PREFIX, add_inbox_target
+from inboxguard.operations import CommandExplanation
 
 __all__ = ["register"]
 

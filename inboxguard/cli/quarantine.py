@@ -36,9 +36,6 @@ from sqlalchemy.engine import Engine
 from inboxguard import (
     ConfigurationError,
     InboxStore,
-    QuarantineAction,
-    QuarantineDetail,
-    QuarantineRecord,
     quarantine_count,
     quarantine_list,
     quarantine_show,
@@ -61,6 +58,8 @@ from inboxguard.cli._output import (
 from inboxguard.cli._redis import add_inbox_target
 from inboxguard.cli._replay import describe, replay_message
 from inboxguard.cli.outbox import load_transport
+from inboxguard.inbox import QuarantineAction, QuarantineRecord
+from inboxguard.operations import QuarantineDetail
 
 __all__ = ["register"]
 

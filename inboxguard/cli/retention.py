@@ -13,7 +13,6 @@ import datetime as dt
 import sys
 from typing import Any
 
-from inboxguard import is_sql_store
 from inboxguard._core.retention import DEFAULT_MARGIN, RetentionPolicy, Window, format_duration
 from inboxguard.cli._app import resolve_object
 from inboxguard.cli._args import add_json
@@ -21,6 +20,7 @@ from inboxguard.cli._duration import parse_duration, parse_window
 from inboxguard.cli._output import emit_json, table
 from inboxguard.cli._windows import DEFAULT_APP_ATTRS, Discovery, discover
 from inboxguard.errors import ConfigurationError, RetentionMisalignedError
+from inboxguard.inbox import is_sql_store
 
 __all__ = ["load_policy", "register"]
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import InboxStore, Stats, stats
+from inboxguard import InboxStore, stats
 from inboxguard.cli._args import add_json
 from inboxguard.cli._command import run_on_inbox
 from inboxguard.cli._output import EXIT_OK, emit_json, fields, table
 from inboxguard.cli._redis import add_inbox_target
+from inboxguard.operations import Stats
 
 __all__ = ["register"]
 

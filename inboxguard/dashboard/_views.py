@@ -17,8 +17,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from inboxguard import EffectLedger, EffectRecord, QuarantineRecord
+from inboxguard import EffectLedger
 from inboxguard.dashboard._history import History, Sample
+from inboxguard.effects import EffectRecord
+from inboxguard.inbox import QuarantineRecord
 from inboxguard.operations import (
     CommandExplanation,
     Stats,
@@ -100,7 +102,7 @@ def overview(
     """Read the front page (and record a sample of the outbox for the chart);
     the quarantine queue is the page of ``limit`` open records after the id
     ``after``, the unknown effects the page of ``limit`` after the cursor
-    ``unknown_after`` (see :attr:`~inboxguard.EffectRecord.cursor`).
+    ``unknown_after`` (see :attr:`~inboxguard.effects.EffectRecord.cursor`).
 
     Raises:
         ConfigurationError: ``unknown_after`` is not a cursor.

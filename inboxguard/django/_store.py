@@ -22,19 +22,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard import (
-    Guarantee,
-    Inbox,
-    InboxEntry,
-    InboxRecord,
-    PurgePlan,
-    PurgeReport,
-    QuarantineAction,
-    QuarantineRecord,
-    QuarantineReplay,
-    RetentionPolicy,
-    StoreCapabilities,
-)
+from inboxguard import Guarantee, Inbox, InboxEntry, PurgeReport, RetentionPolicy, StoreCapabilities
 from inboxguard._core.clock import Clock
 from inboxguard._core.extract import CommandIdSpec
 from inboxguard._core.guarantee import Setting
@@ -44,6 +32,13 @@ from inboxguard.django._driver import DJANGO_BOUNDARY, drive_django
 from inboxguard.django._outbox import DjangoOutbox
 from inboxguard.django._session import DjangoSession, alias_of
 from inboxguard.errors import ConfigurationError
+from inboxguard.inbox import (
+    InboxRecord,
+    PurgePlan,
+    QuarantineAction,
+    QuarantineRecord,
+    QuarantineReplay,
+)
 from inboxguard.inbox.drivers import GuardFlows, SentAtSpec, registering, sync_handler
 
 if TYPE_CHECKING:

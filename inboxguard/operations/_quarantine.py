@@ -5,7 +5,7 @@ Every settling action is recorded durably (who, why, when) in the inbox's
 Each function also takes an :class:`~inboxguard.InboxStore` (a
 :class:`~inboxguard.RedisInbox`, say) in place of the engine (``table_prefix``
 then unused); the store keeps the actions (a Redis inbox in Redis, with no
-expiry) as the same :class:`~inboxguard.QuarantineAction` values.
+expiry) as the same :class:`~inboxguard.inbox.QuarantineAction` values.
 """
 
 from __future__ import annotations

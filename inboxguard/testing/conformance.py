@@ -50,9 +50,8 @@ from inboxguard import (
     PayloadEncodingError,
     PayloadMismatchError,
     RetentionPolicy,
-    is_inbox_store,
-    is_sql_store,
 )
+from inboxguard.inbox import is_inbox_store, is_sql_store
 from inboxguard.testing._clock import ManualClock
 from inboxguard.testing._harness import SHORT_LOCK_TIMEOUT, StoreHarness, run_in_threads
 

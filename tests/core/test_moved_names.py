@@ -60,6 +60,22 @@ BEFORE = [
     "known_contract",
 ]
 
+#: Those no longer in ``inboxguard.__all__`` (records and reports a call
+#: returns, the store interface's own checks): each stays in its one home.
+HOMES = {
+    "CompactionResult": "inboxguard.outbox",
+    "DispatchStats": "inboxguard.outbox",
+    "EffectRecord": "inboxguard.effects",
+    "EffectTransition": "inboxguard.effects",
+    "InboxRecord": "inboxguard.inbox",
+    "OutboxRow": "inboxguard.outbox",
+    "OutboxStatus": "inboxguard.outbox",
+    "PurgePlan": "inboxguard.inbox",
+    "QuarantineRecord": "inboxguard.inbox",
+    "ReconcileReport": "inboxguard.effects",
+    "WindowRow": "inboxguard._core.retention",
+}
+
 #: Modules that re-exported names under an old path; no release had them.
 GONE = [
     "inboxguard.retention",
@@ -72,10 +88,14 @@ GONE = [
 
 
 def test_every_name_exported_before_is_still_exported() -> None:
-    missing = [name for name in BEFORE if name not in inboxguard.__all__]
+    missing = [name for name in BEFORE if name not in inboxguard.__all__ and name not in HOMES]
     assert missing == []
     for name in BEFORE:
-        assert getattr(inboxguard, name) is not None
+        if name in HOMES:
+            assert name not in inboxguard.__all__
+            assert getattr(importlib.import_module(HOMES[name]), name) is not None
+        else:
+            assert getattr(inboxguard, name) is not None
 
 
 @pytest.mark.parametrize("old", GONE)

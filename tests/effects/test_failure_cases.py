@@ -16,13 +16,13 @@ import pytest
 from inboxguard import (
     EffectLedger,
     EffectOutcomeUnknownError,
-    EffectRecord,
     EffectState,
     Receipt,
     ReconciliationRequiredError,
     StaleLeaseError,
     is_retryable,
 )
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
 from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge

@@ -11,12 +11,12 @@ from inboxguard import (
     ConfigurationError,
     EffectLedger,
     EffectOutcomeUnknownError,
-    EffectRecord,
     EffectState,
     InvalidTransitionError,
     ProviderRejectedError,
     Receipt,
 )
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
 from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge

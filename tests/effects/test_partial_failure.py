@@ -26,13 +26,13 @@ from inboxguard import (
     ConfigurationError,
     EffectLedger,
     EffectOutcomeUnknownError,
-    EffectRecord,
     EffectState,
     Inbox,
     InvalidTransitionError,
     Receipt,
     ReconciliationRequiredError,
 )
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
 from tests.effects.conftest import LEASE, WINDOW, Killed, dies_after_charge

@@ -16,13 +16,13 @@ import pytest
 from inboxguard import (
     EffectLedger,
     EffectOutcomeUnknownError,
-    EffectRecord,
     EffectState,
     ProviderRejectedError,
     Receipt,
     ReceiptTooLargeError,
 )
 from inboxguard._core.text import MAX_RECEIPT_DETAILS
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import SandboxGateway
 from tests.effects.conftest import LEASE
 

@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from inboxguard import EffectLedger, EffectRecord, EffectState
+from inboxguard import EffectLedger, EffectState
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import FileClock, SandboxGateway
 from tests.helpers import wait_until
 

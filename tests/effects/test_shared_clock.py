@@ -23,13 +23,13 @@ from sqlalchemy.engine import Engine
 from inboxguard import (
     EffectLedger,
     EffectOutcomeUnknownError,
-    EffectRecord,
     EffectState,
     Receipt,
     ReconciliationRequiredError,
     ServerClock,
 )
 from inboxguard._core.clock import utc_now
+from inboxguard.effects import EffectRecord
 from integrations.ledger.gateway import SandboxGateway
 from tests.conftest import FakeClock
 from tests.effects.conftest import LEASE

@@ -14,6 +14,7 @@ from sqlalchemy.orm import sessionmaker
 
 import inboxguard
 from inboxguard.adapters.celery import InboxTask
+from inboxguard.guarantees import Contradiction
 from tests.conftest import REDIS_URL
 
 
@@ -44,11 +45,11 @@ def table_of(app: Celery) -> inboxguard.Guarantee:
     return table
 
 
-def problems_of(app: Celery, handler: str = "billing.charge") -> list[inboxguard.Contradiction]:
+def problems_of(app: Celery, handler: str = "billing.charge") -> list[Contradiction]:
     return [c for c in inboxguard.contradictions_of(app) if c.handler == handler]
 
 
-def changes_of(app: Celery, reviewed: list[dict[str, Any]]) -> list[inboxguard.Contradiction]:
+def changes_of(app: Celery, reviewed: list[dict[str, Any]]) -> list[Contradiction]:
     return inboxguard.lock_changes([table_of(app)], reviewed)
 
 

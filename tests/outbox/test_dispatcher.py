@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
-from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT
+from inboxguard.outbox import HEADER_COMMAND_ID, HEADER_DIGEST, HEADER_SENT_AT, CompactionResult
 from tests.outbox.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,9 +252,9 @@ def test_o9_dispatch_and_compaction_honour_batch_size(engine, outbox, clock, rec
     event.listen(engine, "commit", on_commit)
     try:
         clock.advance(dt.timedelta(days=2))
-        assert outbox.compact(batch_size=3) == inboxguard.CompactionResult(compacted=7, purged=0)
+        assert outbox.compact(batch_size=3) == CompactionResult(compacted=7, purged=0)
         clock.advance(dt.timedelta(days=40))
-        assert outbox.compact(batch_size=3) == inboxguard.CompactionResult(compacted=0, purged=7)
+        assert outbox.compact(batch_size=3) == CompactionResult(compacted=0, purged=7)
     finally:
         event.remove(engine, "after_cursor_execute", on_write)
         event.remove(engine, "commit", on_commit)

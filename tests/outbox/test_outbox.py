@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import inboxguard
+from inboxguard.outbox import CompactionResult, OutboxStatus
 
 
 @pytest.fixture
@@ -123,7 +124,7 @@ def test_o3_autocommit_connection_is_refused(engine, outbox):
 
 
 def test_o8_status_reports_backlog_age_and_dead(engine, outbox, clock, recorder):
-    assert outbox.status() == inboxguard.OutboxStatus(0, dt.timedelta(0), 0, 0)
+    assert outbox.status() == OutboxStatus(0, dt.timedelta(0), 0, 0)
     with Session(engine) as session, session.begin():
         outbox.add(session, command_id="a", destination="d", payload={"n": 1})
     clock.advance(dt.timedelta(seconds=30))
@@ -169,7 +170,7 @@ def test_o9_compaction_keeps_the_evidence_until_the_horizon(engine, prefix, cloc
             box.add(session, command_id="pending", destination="d", payload={"n": 3})
 
         clock.advance(dt.timedelta(days=2))
-        assert box.compact(batch_size=1) == inboxguard.CompactionResult(compacted=1, purged=0)
+        assert box.compact(batch_size=1) == CompactionResult(compacted=1, purged=0)
         row = box.get("sent")
         assert row is not None
         assert (row.payload, row.receipt, row.digest) == (
@@ -185,7 +186,7 @@ def test_o9_compaction_keeps_the_evidence_until_the_horizon(engine, prefix, cloc
                 box.add(session, command_id="sent", destination="d", payload={"n": 9})
 
         clock.advance(dt.timedelta(days=8, seconds=1))
-        assert box.compact() == inboxguard.CompactionResult(compacted=0, purged=1)
+        assert box.compact() == CompactionResult(compacted=0, purged=1)
         assert box.get("sent") is None
         # Pending and dead rows are never compacted nor purged.
         assert box.get("pending").payload == {"n": 3}
@@ -211,7 +212,7 @@ def test_o9_compaction_works_in_bounded_batches(engine, outbox, clock, recorder)
     with inboxguard.Dispatcher(outbox, recorder) as dispatcher:
         assert dispatcher.run_once() == 5
     clock.advance(dt.timedelta(days=2))
-    assert outbox.compact(batch_size=2) == inboxguard.CompactionResult(compacted=5, purged=0)
+    assert outbox.compact(batch_size=2) == CompactionResult(compacted=5, purged=0)
     clock.advance(dt.timedelta(days=40))
-    assert outbox.compact(batch_size=2) == inboxguard.CompactionResult(compacted=0, purged=5)
+    assert outbox.compact(batch_size=2) == CompactionResult(compacted=0, purged=5)
     assert outbox.status().delivered == 0

@@ -13,6 +13,8 @@ import pytest
 
 import inboxguard
 from inboxguard.cli import main
+from inboxguard.inbox import QuarantineAction
+from inboxguard.operations import CommandExplanation, ConsumerStats, Stats
 from tests.conftest import REDIS_URL
 from tests.redis.conftest import DAY
 
@@ -45,9 +47,9 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     where = ["--redis", REDIS_URL, "--key-prefix", key_prefix]
 
     found = _json(capsys, "stats", *where)
-    assert set(found) == _names(inboxguard.Stats)
+    assert set(found) == _names(Stats)
     (billing,) = found["consumers"]
-    assert set(billing) == _names(inboxguard.ConsumerStats)
+    assert set(billing) == _names(ConsumerStats)
     assert (billing["processed"], billing["quarantined"]) == (3, 2)
     assert found["durability"]["maxmemory_policy"] == "noeviction"
     assert found["outbox"] is None
@@ -55,7 +57,7 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
 
     told = _json(capsys, "explain", "billing", "a", *where)
     # The explanation's fields, and the command that lists the records not shown.
-    assert set(told) == _names(inboxguard.CommandExplanation) | {"quarantine_rest"}
+    assert set(told) == _names(CommandExplanation) | {"quarantine_rest"}
     assert told["verdict"] == "duplicate"
     assert (told["quarantine_total"], told["quarantine_rest"]) == (1, None)
     (detail,) = told["quarantine"]
@@ -76,7 +78,7 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
         "ops",
         *where,
     )
-    assert set(released) == _names(inboxguard.QuarantineAction)
+    assert set(released) == _names(QuarantineAction)
     assert (released["action"], released["actor"], released["reason"]) == (
         "release",
         "ops",
@@ -116,7 +118,7 @@ def test_rd14_stats_explain_and_the_quarantine_from_the_shell(
     stats = inboxguard.stats(box)
     assert [(c.consumer, c.processed) for c in stats.consumers or ()] == [("billing", 3)]
     (action,) = inboxguard.quarantine_show(box, ids["a"]).actions  # type: ignore[union-attr]
-    assert isinstance(action, inboxguard.QuarantineAction)
+    assert isinstance(action, QuarantineAction)
     assert action.actor == "ops"
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from inboxguard import ConfigurationError, RedisDurability, RedisInbox
+from inboxguard import ConfigurationError, RedisInbox
+from inboxguard.inbox.redis import RedisDurability
 from tests.redis.conftest import DAY
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ def _when(value: str | None) -> dt.datetime | None:
 
 
 def evidence_record(stored: Mapping[Any, Any]) -> InboxRecord | None:
-    """An evidence hash as an :class:`~inboxguard.InboxRecord` (None when empty)."""
+    """An evidence hash as an :class:`~inboxguard.inbox.InboxRecord` (None when empty)."""
     values = _decoded(stored)
     if "digest" not in values:
         return None
@@ -50,7 +50,7 @@ def evidence_record(stored: Mapping[Any, Any]) -> InboxRecord | None:
 def _action(
     record: QuarantineRecord, item: Mapping[str, Any], fallback_id: int
 ) -> QuarantineAction:
-    """A trail entry as the SQL inbox's :class:`~inboxguard.QuarantineAction`."""
+    """A trail entry as the SQL inbox's :class:`~inboxguard.inbox.QuarantineAction`."""
     return QuarantineAction(
         id=int(item.get("id") or fallback_id),
         quarantine_id=record.id,
