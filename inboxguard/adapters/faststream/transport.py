@@ -24,11 +24,9 @@ What "the broker has it" means, per broker:
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine
 from typing import Any
 
+from inboxguard.adapters._loop_transport import LoopTransport
 from inboxguard.errors import ConfigurationError, UnroutableMessageError
 from inboxguard.outbox import OutboxMessage
 
@@ -38,7 +36,7 @@ __all__ = ["FastStreamTransport"]
 DEFAULT_TIMEOUT = 30.0
 
 
-class FastStreamTransport:
+class FastStreamTransport(LoopTransport):
     """``transport(message)`` publishing through a FastStream broker.
 
     Args:
@@ -53,6 +51,8 @@ class FastStreamTransport:
         ConfigurationError: a broker of another kind, or NATS without ``stream``.
     """
 
+    thread_name = "inboxguard-faststream-transport"
+
     def __init__(
         self, broker: Any, *, stream: str | None = None, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
@@ -66,27 +66,25 @@ class FastStreamTransport:
         if self.kind != "nats" and stream is not None:
             msg = f"stream= applies to NATS JetStream only, not to a {type(broker).__name__}"
             raise ConfigurationError(msg)
+        super().__init__(timeout)
         self.broker = broker
         self.stream = stream
-        self.timeout = timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._connected = False
-        self._lock = threading.Lock()
 
-    def __call__(self, message: OutboxMessage) -> dict[str, Any]:
+    async def _open(self) -> None:
+        """Connect the broker."""
+        await self.broker.connect()
+
+    async def _shut(self) -> None:
+        """Stop the broker."""
+        await self.broker.stop()
+
+    async def _publish(self, message: OutboxMessage) -> dict[str, Any]:
         """Publish; return a receipt once the broker has the message.
 
         Raises:
             UnroutableMessageError: RabbitMQ returned the message.
             Exception: whatever the broker client raised (not delivered).
         """
-        return self._run(self._publish(message))
-
-    async def _publish(self, message: OutboxMessage) -> dict[str, Any]:
-        if not self._connected:
-            await self.broker.connect()
-            self._connected = True
         headers = dict(message.headers)
         receipt: dict[str, Any] = {"command_id": message.command_id}
         if self.kind == "rabbit":
@@ -118,39 +116,6 @@ class FastStreamTransport:
             stream=self.stream,
         )
         return {**receipt, "stream": ack.stream, "seq": ack.seq}
-
-    def _run(self, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-        loop = self._start()
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result(self.timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
-
-    def _start(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="inboxguard-faststream-transport", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def close(self) -> None:
-        """Stop the broker and the transport's event loop thread."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        if self._connected:
-            asyncio.run_coroutine_threadsafe(self.broker.stop(), loop).result(self.timeout)
-            self._connected = False
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(self.timeout)
-        loop.close()
-        self._loop = self._thread = None
 
 
 def _kind(broker: Any) -> str:

@@ -18,14 +18,13 @@ ID in the payload), else none.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from inboxguard.adapters._loop_transport import LoopTransport
 from inboxguard.errors import ConfigurationError
 from inboxguard.outbox import OutboxMessage
 
@@ -37,7 +36,7 @@ DEFAULT_TIMEOUT = 30.0
 KeyOf = Callable[[OutboxMessage], str | bytes | None]
 
 
-class KafkaTransport:
+class KafkaTransport(LoopTransport):
     """``transport(message)`` producing each outbox row to Kafka with ``acks="all"``.
 
     Args:
@@ -50,6 +49,8 @@ class KafkaTransport:
     Raises:
         ConfigurationError: ``acks`` is not ``"all"``, or ``key`` is not callable.
     """
+
+    thread_name = "inboxguard-kafka-transport"
 
     def __init__(
         self,
@@ -70,30 +71,23 @@ class KafkaTransport:
         if key is not None and not callable(key):
             msg = f"key must be a callable over the OutboxMessage, got {key!r}"
             raise ConfigurationError(msg)
+        super().__init__(timeout)
         self.bootstrap_servers = bootstrap_servers
         self.key = key
-        self.timeout = timeout
         self.options = options
         self._producer: AIOKafkaProducer | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
-    def __call__(self, message: OutboxMessage) -> dict[str, Any]:
-        """Produce; return a receipt (topic, partition, offset) once acknowledged.
+    async def _open(self) -> None:
+        """Start the producer, ``acks="all"``."""
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap_servers, acks="all", **self.options
+        )
+        await producer.start()
+        self._producer = producer
 
-        Raises:
-            Exception: whatever the producer raised (not delivered).
-        """
-        return self._run(self._send(message))
-
-    async def _send(self, message: OutboxMessage) -> dict[str, Any]:
-        if self._producer is None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap_servers, acks="all", **self.options
-            )
-            await producer.start()
-            self._producer = producer
+    async def _publish(self, message: OutboxMessage) -> dict[str, Any]:
+        """Produce; return a receipt (topic, partition, offset) once acknowledged."""
+        assert self._producer is not None  # opened before the first publish
         headers = [(k, _bytes(v)) for k, v in message.headers.items()]
         key = self.key(message) if self.key is not None else None
         meta = await self._producer.send_and_wait(
@@ -109,38 +103,11 @@ class KafkaTransport:
             "offset": meta.offset,
         }
 
-    def _run(self, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-        loop = self._start()
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result(self.timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
-
-    def _start(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="inboxguard-kafka-transport", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def close(self) -> None:
-        """Stop the producer and the transport's event loop thread."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
+    async def _shut(self) -> None:
+        """Stop the producer."""
         if self._producer is not None:
-            asyncio.run_coroutine_threadsafe(self._producer.stop(), loop).result(self.timeout)
+            await self._producer.stop()
             self._producer = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(self.timeout)
-        loop.close()
-        self._loop = self._thread = None
 
 
 def _bytes(value: Any) -> bytes:
