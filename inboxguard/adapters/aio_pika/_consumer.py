@@ -102,10 +102,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
-    try:
-        queue_to = queue_name(queue)
-    except TypeError as error:
-        raise ConfigurationError(str(error)) from error
+    queue_to = queue_name(queue)
     check_route(exchange, queue_to, f"aio-pika consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
