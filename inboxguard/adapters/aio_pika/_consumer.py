@@ -129,7 +129,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         if acked_on_delivery(message):
             await _refuse_auto_acked(run, message)
             return
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         await asyncio.sleep(attempt.wait)
         key = message_key(message.message_id, message.body)
         raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}

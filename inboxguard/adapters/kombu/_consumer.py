@@ -161,7 +161,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         if acked_on_delivery(message):
             _refuse_auto_acked(inbox, message, body, consumer)
             return
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
         key = message_key((message.properties or {}).get("message_id"), message.body)
@@ -193,7 +193,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         perform(step, message, cid, attempt, route)
 
     def undecodable(message: Message, error: Exception) -> None:
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         key = message_key((message.properties or {}).get("message_id"), message.body)
         raw = message.body
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
