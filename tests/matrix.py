@@ -178,7 +178,7 @@ def _cells() -> list[Cell]:
             "Dramatiq",
             "stub broker",
             "max_retries=None",
-            "refused before the first delivery (retention)",
+            "refused before the first delivery",
             f"{DRAMATIQ}test_settlement.py::"
             "test_d20_unbounded_retries_are_refused_before_the_first_delivery",
         ),
