@@ -92,12 +92,8 @@ class ListedGuard(Protocol):
 
 def register_subscribers(guard: ListedGuard, broker: Any) -> None:
     """List each handler of each subscriber of ``broker`` that ``guard`` guards
-    (read again whenever a table is asked for).
-
-    Raises:
-        ConfigurationError: never for a subscriber's settings (a refused one
-            shows as a contradiction); only for a declared guarantee.
-    """
+    (read again whenever a table is asked for). Never raises for a
+    subscriber's settings: a refused one shows as a contradiction."""
     subscribers = [s for s in getattr(broker, "subscribers", ()) or () if guard.guards(s)]
     for sub in subscribers:
         for fn in handlers_of(sub):
