@@ -178,7 +178,7 @@ def _cells() -> list[Cell]:
             "Dramatiq",
             "stub broker",
             "max_retries=None",
-            "refused before the first delivery (retention)",
+            "refused before the first delivery",
             f"{DRAMATIQ}test_settlement.py::"
             "test_d20_unbounded_retries_are_refused_before_the_first_delivery",
         ),
@@ -320,6 +320,20 @@ def _cells() -> list[Cell]:
             f"{KOMBU}test_kombu_settlement.py::test_k13_a_no_ack_consumer_is_quarantined_never_run",
         )
     )
+    cells += [
+        Cell(
+            "kombu",
+            "RabbitMQ",
+            f"topic exchange with two queues, {route}",
+            f"raising handler ({what})",
+            f"{KOMBU}test_kombu_settlement.py::"
+            f"test_k15_a_retry_copy_goes_back_to_its_own_queue_only[{key}]",
+        )
+        for route, what, key in (
+            ("queue given", "retry copy", "queue-given"),
+            ("no queue", "handed back", "no-queue"),
+        )
+    ]
     for point in ("mid-transaction", "after-commit-before-ack"):
         cells.append(
             Cell(

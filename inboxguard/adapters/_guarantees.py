@@ -47,10 +47,12 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
     settled_by: str = "the ack",
     redelivered: str | None = None,
     settlement: Mapping[str, Setting] | None = None,
+    owner: object | None = None,
 ) -> None:
     """List a guarded consumer callback in its inbox's registry of guarded handlers
     (``settlement``: its settlement table's rows, as ``SettlementTable.shown``
-    gives them).
+    gives them; ``owner``: the framework object it is listed under, such as
+    a FastStream broker, None for a plain consumer).
 
     Raises:
         ConfigurationError: ``guarantee`` is not a Guarantee or declares a
@@ -93,4 +95,4 @@ def register_consumer(  # noqa: PLR0913 - one fact per argument
             module_path_consumer="consumer" if consumer == handler else None,
         )
 
-    register_handler(inbox, Registration(kind, f"{handler} ({consumer})", None, facts))
+    register_handler(inbox, Registration(kind, f"{handler} ({consumer})", owner, facts))

@@ -87,20 +87,22 @@ class Redelivery:
         """The policy, once its settings are valid (raises ConfigurationError)."""
         return cls(max_attempts, check_retry_policy(max_attempts, retry_delay), logger)
 
-    def receive(self, headers: Mapping[str, Any] | None) -> Attempt:
-        """The attempt a delivery with these headers is."""
-        return Attempt(self, dict(headers or {}))
+    def receive(self, headers: Mapping[str, Any] | None, consumer: str) -> Attempt:
+        """The attempt a delivery with these headers is, for ``consumer`` (the
+        name the adapter was configured with, which its log lines give)."""
+        return Attempt(self, dict(headers or {}), consumer)
 
 
 class Attempt:
     """One delivery of a message: its number, its wait, and how it settles."""
 
-    __slots__ = ("headers", "number", "policy")
+    __slots__ = ("consumer", "headers", "number", "policy")
 
-    def __init__(self, policy: Redelivery, headers: dict[str, Any]) -> None:
+    def __init__(self, policy: Redelivery, headers: dict[str, Any], consumer: str) -> None:
         self.policy = policy
         self.headers = headers
         self.number = attempt_of(headers)
+        self.consumer = consumer
 
     @property
     def wait(self) -> float:
@@ -154,6 +156,7 @@ class Attempt:
                 policy.logger,
                 error,
                 delivery,
+                consumer=self.consumer,
                 command_id=command_id,
                 done="quarantined, then rejected without requeue (dead-lettered)",
             )

@@ -119,6 +119,21 @@ class SettlementTable:
             msg = f"{where}: {name}={value!r}: {problem}; {fix}"
             raise ConfigurationError(msg)
 
+    def refusals(
+        self, values: Mapping[str, Any], *, context: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, str]]:
+        """(setting, why) for each value in ``values`` this table does not
+        know to be safe, as a guarantee table lists its contradictions."""
+        found = []
+        for name, value in values.items():
+            setting = self.setting(name)
+            choice = setting.choice(value, context or {})
+            if choice is None or choice.verdict == "refuses":
+                why = choice.why if choice is not None else "not known to be safe"
+                shown = _shown(value)
+                found.append((name, f"{name}={shown!r}: {why}; use {setting.safe_values()}"))
+        return found
+
     def markdown(self) -> str:
         """The table as a Markdown table (rendered into the adapter's docs page)."""
         lines = [

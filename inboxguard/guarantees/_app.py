@@ -2,8 +2,8 @@
 
 An application is what ``--app module:object`` names: an
 :class:`~inboxguard.Inbox` or :class:`~inboxguard.RedisInbox` (every handler
-guarded by it), a Celery app or a Dramatiq broker (the handlers declared on
-it), a module (everything of these among its globals), an object holding
+guarded by it), a Celery app, a Dramatiq broker or a FastStream broker (the
+handlers declared on it), a module (everything of these among its globals), an object holding
 any of them as attributes (a kombu ``ConsumerMixin`` worker), or a list of
 any of these.
 """
@@ -30,7 +30,10 @@ __all__ = ["handlers_of"]
 #: Frameworks that create guarded handlers lazily, and the adapter that knows
 #: how to make them exist (it installs a preparer when imported). Loaded by
 #: name, only when the application already imported the framework.
-_LAZY_FRAMEWORKS = {"celery": "inboxguard.adapters.celery"}
+_LAZY_FRAMEWORKS = {
+    "celery": "inboxguard.adapters.celery",
+    "faststream": "inboxguard.adapters.faststream",
+}
 
 
 def handlers_of(app: object) -> list[HandlerFacts]:
@@ -50,8 +53,9 @@ def handlers_of(app: object) -> list[HandlerFacts]:
     if not found:
         msg = (
             f"no guarded handler found in {_name(app)}: --app must name a Celery app, a"
-            " Dramatiq broker, an inboxguard.Inbox, a module that holds one, or an object"
-            " or list holding them, whose handlers were declared when it was imported"
+            " Dramatiq or FastStream broker, an inboxguard.Inbox, a module that holds one,"
+            " or an object or list holding them, whose handlers were declared when it was"
+            " imported"
         )
         raise ConfigurationError(msg)
     facts = [registration.facts() for registration in found.values()]

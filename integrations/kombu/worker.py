@@ -39,6 +39,7 @@ class Worker(ConsumerProducerMixin):
             max_attempts=config.max_attempts,
             retry_delay=config.retry_delay,
             producer=lambda: self.producer,
+            queue=config.queue,  # retries go back to this queue alone
             guarantee=inboxguard.Guarantee(
                 no_external_effect=True, terminal_states=("paid (one payment row)", "quarantined")
             ),

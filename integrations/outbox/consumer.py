@@ -40,6 +40,7 @@ class Shipper(ConsumerMixin):  # type: ignore[misc]
             self.inbox,
             session_factory=sessionmaker(self.engine),
             consumer=CONSUMER,
+            queue=self.queue,  # retries go back to this queue alone
             require_sent_at=True,  # the outbox stamps every message it relays
             guarantee=inboxguard.Guarantee(
                 no_external_effect=True, terminal_states=("shipped (one row)", "quarantined")

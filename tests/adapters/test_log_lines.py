@@ -162,3 +162,75 @@ def test_p20_one_line_per_refusal_and_per_duplicate(
     assert refusal.__dict__["incoming_digest"] == record.incoming_digest  # structured too
     assert not [r for r in caplog.records if r.levelno >= logging.INFO and r.exc_info]
     assert [r for r in ours if r.levelno == logging.DEBUG and r.exc_info]
+
+
+def aio_pika_deliveries(box: inboxguard.Inbox, bodies: list[dict[str, Any]]) -> None:
+    """On a real RabbitMQ, through the default exchange."""
+    require_service("rabbitmq")
+    import asyncio
+    import json
+
+    import aio_pika
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    from inboxguard.adapters.aio_pika import guarded as guarded_async
+    from tests.adapters.faststream.support import eventually
+
+    async def scenario() -> None:
+        aengine = create_async_engine(f"sqlite+aiosqlite:///{box.engine.url.database}")
+        connection = await aio_pika.connect(AMQP_URL)
+        try:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(unique("q"), auto_delete=True)
+            settled: list[object] = []
+
+            async def handler(body: Any, message: Any) -> None:
+                settled.append(body)
+
+            callback = guarded_async(
+                handler,
+                box,
+                session_factory=async_sessionmaker(aengine),
+                command_id="order_id",
+                consumer=CONSUMER,
+                exchange=channel.default_exchange,
+                queue=queue,
+            )
+            await queue.consume(callback)
+            for number, body in enumerate(bodies, 1):
+                await channel.default_exchange.publish(
+                    aio_pika.Message(json.dumps(body).encode()), routing_key=queue.name
+                )
+                await eventually(
+                    lambda n=number: (
+                        len(settled) + len(box.quarantined(CONSUMER))  # quarantined copies
+                        >= n
+                    ),
+                    f"delivery {number}",
+                )
+        finally:
+            await connection.close()
+            await aengine.dispose()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "deliver",
+    [kombu_deliveries, aio_pika_deliveries, faststream_deliveries],
+    ids=["kombu", "aio-pika", "faststream"],
+)
+def test_p25_a_refusal_the_inbox_did_not_quarantine_names_the_configured_consumer(
+    box: inboxguard.Inbox, caplog: pytest.LogCaptureFixture, deliver: Any
+) -> None:
+    """A message with no usable command ID: the inbox never saw a command, so
+    the error carries no consumer; the ERROR line names the consumer the
+    adapter was configured with, as the quarantine record does."""
+    with caplog.at_level(logging.INFO):
+        deliver(box, [{"qty": 3}])
+    [record] = box.quarantined(CONSUMER)
+    assert record.consumer == CONSUMER
+    [refusal] = [r for r in caplog.records if r.getMessage().startswith("refused:")]
+    assert refusal.levelno == logging.ERROR
+    assert f"consumer={CONSUMER} " in refusal.getMessage()
+    assert refusal.__dict__["consumer"] == CONSUMER  # structured too

@@ -103,6 +103,8 @@ def test_kombu_consumer_shows_its_settlement_rows(table_inbox: inboxguard.Inbox)
     assert delivery is not None
     # Set on the Consumer, out of the callback's sight: judged on each delivery.
     assert delivery.settings["no_ack"] == "judged on each delivery; accepts False"
+    # No queue= given: only a delivery through the default exchange is copied (K15).
+    assert delivery.settings["retry route"] == "no queue"
     dedup = table.fact("dedup_window")
     assert dedup is not None
     assert dedup.settings["retry_schedule"] == "1m30s"  # 3 retries x 30 s

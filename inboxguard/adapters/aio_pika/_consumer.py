@@ -102,10 +102,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
-    try:
-        queue_to = queue_name(queue)
-    except TypeError as error:
-        raise ConfigurationError(str(error)) from error
+    queue_to = queue_name(queue)
     check_route(exchange, queue_to, f"aio-pika consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
@@ -132,7 +129,7 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         if acked_on_delivery(message):
             await _refuse_auto_acked(run, message)
             return
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         await asyncio.sleep(attempt.wait)
         key = message_key(message.message_id, message.body)
         raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}

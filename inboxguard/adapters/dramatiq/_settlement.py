@@ -2,8 +2,11 @@
 when a guarded message is acked, retried or failed into the dead-letter
 queue, and the values the middleware accepts.
 
-Read at worker boot (``InboxMiddleware.before_worker_boot``); rendered into
-docs/adapters/dramatiq.md.
+Read at worker boot (``InboxMiddleware.before_worker_boot``), before the
+replay windows are checked against the evidence horizon, so a value this
+table accepts is one whose retry schedule can be measured (``max_retries=None``
+is refused here, naming the safe values, not left to the retention check);
+rendered into docs/adapters/dramatiq.md.
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ DRAMATIQ_SETTLEMENT = SettlementTable(
             "max_retries",
             "actor option / Retries",
             (
-                Choice("None", "accepts", "retried without limit", equals(None)),
                 Choice(
                     ">= 1",
                     "accepts",
@@ -73,6 +75,13 @@ DRAMATIQ_SETTLEMENT = SettlementTable(
                     "a first attempt no record holds (a database outage) gets the message's"
                     " own max_retries raised to 1, so Retries requeues it",
                     equals(0),
+                ),
+                Choice(
+                    "None",
+                    "refuses",
+                    "retried without limit: the retry schedule has no end, so it outlives"
+                    " any evidence horizon and a late retry could run the command again",
+                    equals(None),
                 ),
             ),
         ),

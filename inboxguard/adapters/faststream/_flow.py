@@ -57,7 +57,7 @@ class Delivery:
         self.headers: dict[str, Any] = dict(msg.headers or {})
         counted = kind.attempt(msg)
         seen = self.headers if counted is None else {**self.headers, _headers.ATTEMPT: counted}
-        self.attempt: Attempt = guard.policy.receive(seen)
+        self.attempt: Attempt = guard.policy.receive(seen, options.consumer)
         self.body: Any = msg.body
         self.sent_at: dt.datetime | None = None
 

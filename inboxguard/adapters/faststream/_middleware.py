@@ -31,6 +31,7 @@ from inboxguard.adapters._redelivery import Redelivery
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters.faststream._brokers import BrokerKind, kind_of
 from inboxguard.adapters.faststream._flow import Delivery
+from inboxguard.adapters.faststream._guarantee import register_subscribers
 from inboxguard.adapters.faststream._kafka import is_kafka, kafka_kind, kafka_windows
 from inboxguard.adapters.faststream._kafka_batch import KafkaBatch, is_batch
 from inboxguard.adapters.faststream._options import (
@@ -115,6 +116,9 @@ class InboxMiddleware:
         ConfigurationError: an argument that cannot keep the guarantees.
     """
 
+    #: Found by ``inboxguard guarantees`` among a broker's subscribers' middlewares.
+    __inboxguard_faststream_guard__ = True
+
     def __init__(  # noqa: PLR0913 - the guard's settings plus the retry settings
         self,
         inbox: InboxStore,
@@ -192,7 +196,7 @@ class InboxMiddleware:
                 guarantees, or missing tables.
             RetentionMisalignedError: a replay window outlives the evidence.
         """
-        subscribers = [s for s in getattr(broker, "subscribers", ()) if self._guards(s)]
+        subscribers = [s for s in getattr(broker, "subscribers", ()) if self.guards(s)]
         policy = self.policy
         check_subscribers(self.inbox, subscribers, self.default, policy.max_attempts)
         for window in replay_windows(
@@ -204,9 +208,11 @@ class InboxMiddleware:
         for found in kafka_windows(broker, subscribers):
             self.inbox.require_alignment(found.source, **{found.name: found.bound})
         check_tables(self.inbox)
+        register_subscribers(self, broker)
         self.checked = True
 
-    def _guards(self, subscriber: Any) -> bool:
+    def guards(self, subscriber: Any) -> bool:
+        """Whether this middleware guards ``subscriber``."""
         middlewares = getattr(subscriber, "_broker_middlewares", None)
         return middlewares is None or any(m is self for m in middlewares)
 

@@ -51,6 +51,8 @@ class HandlerOptions:
     get_id: Callable[[_Delivery], Any]
     exclude: tuple[str, ...]
     shared: bool = False
+    #: The command-ID spec as given (for the guarantee tables).
+    id_spec: object = None
 
     @classmethod
     def checked(
@@ -80,7 +82,7 @@ class HandlerOptions:
         if not isinstance(shared, bool):
             msg = f"{where}: shared_consumer must be True or False, got {shared!r}"
             raise ConfigurationError(msg)
-        return cls(name, getter(command_id, where), excluded(exclude, where), shared)
+        return cls(name, getter(command_id, where), excluded(exclude, where), shared, command_id)
 
 
 def getter(spec: object, where: str) -> Callable[[_Delivery], Any]:
@@ -190,6 +192,7 @@ class _Override:
             self.options.get_id if self.has_id else default.get_id,
             self.options.exclude if self.has_exclude else default.exclude,
             self.shared,
+            self.options.id_spec if self.has_id else default.id_spec,
         )
 
 

@@ -13,7 +13,14 @@ from typing import Any
 
 from inboxguard.adapters._settlement import Choice, Setting, SettlementTable, equals
 
-__all__ = ["FASTSTREAM_SETTLEMENT", "check_claimers", "check_subscriber", "settlement_values"]
+__all__ = [
+    "FASTSTREAM_SETTLEMENT",
+    "check_claimers",
+    "check_subscriber",
+    "claimed_groups",
+    "group_of",
+    "settlement_values",
+]
 
 
 def _value(value: Any) -> Any:
@@ -211,25 +218,39 @@ def check_subscriber(sub: Any, where: str, max_attempts: int) -> None:
     )
 
 
+def group_of(sub: Any) -> tuple[str, str] | None:
+    """The (stream, group) a Redis Streams subscriber reads as a group member, or None."""
+    stream = getattr(sub, "stream_sub", None)
+    if (
+        stream is None
+        or not stream.group
+        or not type(sub).__module__.startswith("faststream.redis.")
+    ):
+        return None
+    return (stream.name, stream.group)
+
+
+def claimed_groups(subscribers: Iterable[Any]) -> dict[tuple[str, str], bool]:
+    """Each Redis stream group the subscribers read, and whether one of them
+    claims its idle pending entries (``min_idle_time``)."""
+    groups: dict[tuple[str, str], bool] = {}
+    for sub in subscribers:
+        key = group_of(sub)
+        if key is None:
+            continue
+        stream = sub.stream_sub
+        claims = bool(stream.min_idle_time or getattr(stream, "claim_min_idle_time", None))
+        groups[key] = groups.get(key, False) or claims
+    return groups
+
+
 def check_claimers(subscribers: Iterable[Any]) -> None:
     """Refuse a Redis stream group that no guarded subscriber claims from.
 
     Raises:
         ConfigurationError: a group read without a claiming subscriber.
     """
-    groups: dict[tuple[str, str], bool] = {}
-    for sub in subscribers:
-        stream = getattr(sub, "stream_sub", None)
-        if (
-            stream is None
-            or not stream.group
-            or not type(sub).__module__.startswith("faststream.redis.")
-        ):
-            continue
-        key = (stream.name, stream.group)
-        claims = bool(stream.min_idle_time or getattr(stream, "claim_min_idle_time", None))
-        groups[key] = groups.get(key, False) or claims
-    for (name, group), claimed in sorted(groups.items()):
+    for (name, group), claimed in sorted(claimed_groups(subscribers).items()):
         FASTSTREAM_SETTLEMENT.check(
             {"claiming subscriber": claimed}, f"Redis stream {name!r} group {group!r}"
         )

@@ -118,7 +118,7 @@ class Reader:
 
     async def attempt(self, prepared: Prepared, number: int, apply: Apply) -> Step:
         """One attempt: the step it ends with."""
-        attempt = self.policy.receive({_headers.ATTEMPT: number})
+        attempt = self.policy.receive({_headers.ATTEMPT: number}, self.name)
         if prepared.error is not None:
             outcome = attempt.unusable().recorded(
                 await self.record(prepared.error, prepared.refused, None)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from kombu.entity import Queue
 from kombu.message import Message
 from kombu.messaging import Producer
 
@@ -33,6 +34,7 @@ from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
 from inboxguard.adapters._guarantees import register_consumer
 from inboxguard.adapters._outcome import Outcome
 from inboxguard.adapters._redelivery import Redelivery, Step
+from inboxguard.adapters._route import queue_name
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import check_pairing
 from inboxguard.adapters.kombu._runner import Runner
@@ -41,6 +43,7 @@ from inboxguard.adapters.kombu._settlement import (
     KOMBU_SETTLEMENT,
     acked_on_delivery,
     check_delivery,
+    route_of,
 )
 from inboxguard.errors import ConfigurationError
 
@@ -96,6 +99,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     retry_delay: dt.timedelta = DEFAULT_RETRY_DELAY,
     producer: Producer | Callable[[], Producer] | None = None,
+    queue: str | Queue | None = None,
     shared_consumer: bool = False,
     require_sent_at: bool = False,
     guarantee: Guarantee | None = None,
@@ -111,9 +115,15 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
     digested is the decoded body. Retried copies are published with
     ``producer`` (a Producer or a zero-argument callable returning one, such
     as ``lambda: self.producer`` in a ``ConsumerProducerMixin``; default: one
-    on the message's own channel) to the exchange and routing key the message
-    came through. ``shared_consumer=True`` lets two handlers (both setting it)
-    use one consumer name on purpose. ``require_sent_at=True`` refuses a
+    on the message's own channel) back to the consumed queue: give ``queue``
+    (its name or the kombu ``Queue``) and a copy goes to the default exchange
+    under the queue's name, whatever exchange the delivery came through;
+    without it only a delivery that came through the default exchange is
+    copied (under its routing key, the queue's name), and any other is
+    handed back to the broker as it is (requeued, logged at ERROR), never
+    copied to its exchange, where other queues may be bound.
+    ``shared_consumer=True`` lets two handlers (both setting it) use one
+    consumer name on purpose. ``require_sent_at=True`` refuses a
     message with no sent time (quarantined as ``missing_sent_at``, rejected);
     otherwise the first one is logged at WARNING. ``guarantee`` declares what
     only you know of the handler's guarantee table (see
@@ -126,23 +136,23 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
             ``consumer`` is already another handler's on this inbox.
     """
     policy = Redelivery.checked(max_attempts, retry_delay, logger)
+    route = (producer, queue_name(queue))
     check_pairing(inbox, session_factory, f"kombu consumer {consumer!r}")
     name = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', handler)}"
     claim_consumer(inbox, consumer, name, shared=shared_consumer, option="shared_consumer")
-    exclude = tuple(exclude)
+    run = Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
     register_consumer(
         inbox,
         "kombu consumer",
         name,
         consumer=consumer,
         command_id=command_id,
-        exclude=exclude,
+        exclude=run.exclude,
         max_attempts=max_attempts,
         retry_delay=retry_delay,
         guarantee=guarantee,
-        settlement=KOMBU_SETTLEMENT.shown({}),
+        settlement=KOMBU_SETTLEMENT.shown({"retry route": route_of(route[1])}),
     )
-    run = Runner(handler, inbox, session_factory, id_getter(command_id), consumer, tuple(exclude))
     sent_time = SentTimeCheck(
         consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
     )
@@ -151,7 +161,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         if acked_on_delivery(message):
             _refuse_auto_acked(inbox, message, body, consumer)
             return
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
         key = message_key((message.properties or {}).get("message_id"), message.body)
@@ -165,7 +175,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         except Exception as bad:
             written = record_refusal(inbox, bad, refused)
             outcome = attempt.unusable().recorded(written)
-            perform(attempt.settle(outcome, bad, key, details), message, key, attempt, producer)
+            perform(attempt.settle(outcome, bad, key, details), message, key, attempt, route)
             return
         try:
             run(body, message, cid, sent_at, details)
@@ -180,10 +190,10 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         else:
             faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
             step = Step.ACK
-        perform(step, message, cid, attempt, producer)
+        perform(step, message, cid, attempt, route)
 
     def undecodable(message: Message, error: Exception) -> None:
-        attempt = policy.receive(message.headers)
+        attempt = policy.receive(message.headers, consumer)
         key = message_key((message.properties or {}).get("message_id"), message.body)
         raw = message.body
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
@@ -191,7 +201,7 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         refused = Refused(consumer, None, key, text, (), details)
         written = record_refusal(inbox, error, refused)
         outcome = attempt.unusable().recorded(written)
-        perform(attempt.settle(outcome, error, key, details), message, key, attempt, producer)
+        perform(attempt.settle(outcome, error, key, details), message, key, attempt, route)
 
     return GuardedCallback(callback, undecodable)
 

@@ -2,8 +2,10 @@
 guarded delivery is acked, copied back or dropped, and the values the
 callback accepts.
 
-The callback reads it on the delivery path: a setting it can see only on
-the message (``no_ack``) is judged there. Rendered into docs/adapters/kombu.md.
+The retry route is read when the callback is declared (``guarded(queue=)``)
+and the delivery path follows it (``inboxguard.adapters._route``); a setting
+the callback can see only on the message (``no_ack``) is judged there.
+Rendered into docs/adapters/kombu.md.
 """
 
 from __future__ import annotations
@@ -14,11 +16,33 @@ from kombu.message import Message
 
 from inboxguard.adapters._settlement import Choice, Setting, SettlementTable, equals
 
-__all__ = ["KOMBU_SETTLEMENT", "acked_on_delivery", "check_delivery"]
+__all__ = ["KOMBU_SETTLEMENT", "acked_on_delivery", "check_delivery", "route_of"]
 
 KOMBU_SETTLEMENT = SettlementTable(
     "kombu",
     (
+        Setting(
+            "retry route",
+            "guarded(queue=)",
+            (
+                Choice(
+                    "queue given",
+                    "accepts",
+                    "a copy goes to the default exchange under the queue's name: back to"
+                    " that queue alone, whatever exchange the delivery came through",
+                    equals("queue given"),
+                ),
+                Choice(
+                    "no queue",
+                    "adjusts",
+                    "a delivery that came through the default exchange is copied under its"
+                    " routing key (the queue's name); any other is handed back to the broker"
+                    " (requeued), never copied to its exchange, where other queues may be"
+                    " bound",
+                    equals("no queue"),
+                ),
+            ),
+        ),
         Setting(
             "no_ack",
             "Consumer",
@@ -49,6 +73,11 @@ def acked_on_delivery(message: Message) -> bool:
     tags = getattr(channel, "no_ack_consumers", None)
     tag = (message.delivery_info or {}).get("consumer_tag")
     return tags is not None and tag is not None and tag in tags
+
+
+def route_of(queue: str | None) -> str:
+    """The row of the retry route ``queue`` (the consumed queue's name) makes."""
+    return "queue given" if queue is not None else "no queue"
 
 
 def check_delivery(message: Message, where: str) -> None:

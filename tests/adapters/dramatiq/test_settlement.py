@@ -1,5 +1,6 @@
 """Dramatiq settlement: a database outage with ``max_retries=0`` (D17) and the
-settlement table read at worker boot (D18),
+settlement table read at worker boot (D18, D20), which does what the
+rendered table says (D21),
 on Dramatiq's StubBroker and a real PostgreSQL behind a TCP proxy that the
 test cuts (every connection refused, the quarantine write included)."""
 
@@ -9,6 +10,7 @@ import datetime as dt
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dramatiq
@@ -37,6 +39,7 @@ from .test_middleware import Spy
 
 pytestmark = pytest.mark.postgresql
 QUEUE = "default"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 @pytest.fixture
@@ -80,9 +83,9 @@ def test_d20_every_accepted_retry_setting_survives_an_outage(
 def test_d20_unbounded_retries_are_refused_before_the_first_delivery(
     sqlite_url: str, prefix: str
 ) -> None:
-    """``max_retries=None``, which the settlement table accepts, never reaches a
-    delivery: its retry schedule has no end, so the boot check's retention
-    alignment refuses the worker (no evidence outlives such a window)."""
+    """``max_retries=None`` never reaches a delivery: its retry schedule has no
+    end, so the settlement table refuses it at boot, naming the safe values
+    (before the retention check, which no evidence horizon would pass)."""
     engine = create_engine(sqlite_url)
     inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=60), table_prefix=prefix)
     broker = StubBroker()
@@ -93,10 +96,57 @@ def test_d20_unbounded_retries_are_refused_before_the_first_delivery(
     def forever(order_id: str) -> None:
         return None
 
-    with pytest.raises(RetentionMisalignedError, match="max_retries=None"):
+    with pytest.raises(ConfigurationError, match="max_retries=None") as refused:
         middleware.check_alignment(broker)
+    assert not isinstance(refused.value, RetentionMisalignedError)
+    assert "use >= 1, 0" in str(refused.value)
     broker.close()
     engine.dispose()
+
+
+def _rendered_row(setting: str, value: str) -> tuple[str, str]:
+    """The verdict and the why of one row of docs/adapters/dramatiq.md's
+    settlement table, as a reader sees it."""
+    page = DOCS.joinpath("adapters", "dramatiq.md").read_text()
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0] == f"`{setting}`" and cells[2] == f"`{value}`":
+            return cells[3], cells[4]
+    raise AssertionError(f"no row {setting}={value} on the page")
+
+
+@pytest.mark.parametrize(
+    ("max_retries", "row"), [(None, "None"), (3, ">= 1"), (0, "0")], ids=["None", "3", "0"]
+)
+def test_d21_the_boot_check_does_what_the_rendered_table_says(
+    sqlite_url: str, prefix: str, max_retries: int | None, row: str
+) -> None:
+    """For each value of ``max_retries`` the page lists, the worker's boot
+    check refuses it exactly when the rendered row says "refuses", with the
+    row's own reason, and lets it start otherwise (evidence kept long enough
+    for the schedule of any finite value here)."""
+    verdict, why = _rendered_row("max_retries", row)
+    engine = create_engine(sqlite_url)
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=60), table_prefix=prefix)
+    inbox.create_schema()
+    broker = StubBroker()
+    middleware = InboxMiddleware(inbox, session_factory=sessionmaker(engine))
+    broker.add_middleware(middleware)
+
+    @dramatiq.actor(broker=broker, max_retries=max_retries, inbox_command_id="order_id")
+    def ship(order_id: str) -> None:
+        return None
+
+    try:
+        if verdict == "refuses":
+            with pytest.raises(ConfigurationError) as refused:
+                middleware.before_worker_boot(broker, Worker(broker))
+            assert f"max_retries={max_retries!r}: {why}" in str(refused.value)
+        else:
+            middleware.before_worker_boot(broker, Worker(broker))
+    finally:
+        broker.close()
+        engine.dispose()
 
 
 def _outage_applies_once(proxied: tuple[TcpProxy, str], prefix: str, **options: Any) -> None:
