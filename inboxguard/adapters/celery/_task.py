@@ -26,6 +26,7 @@ from inboxguard.adapters._outcome import (
     out_of_attempts,
     outcome_of,
 )
+from inboxguard.adapters._results import celery_reads, kept
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
@@ -284,8 +285,7 @@ class InboxTask(Task):  # type: ignore[misc]
             if entry.duplicate:
                 log_duplicate(logger, self._consumer(), command_id, f"task {self.name}:")
                 return entry.result
-            entry.result = self.run(*args, **kwargs)
-            return entry.result
+            return kept(entry, self.run(*args, **kwargs), read=celery_reads(self, request))
 
     def _sent_at(self, request: Any) -> dt.datetime | None:
         """The time this delivery (``request``) counts its age from; a message
