@@ -58,7 +58,9 @@ class InboxTask(Task):  # type: ignore[misc]
     The body runs inside a database transaction that also records the
     command's ID and payload digest; the message is acked only after that
     transaction commits (``acks_late``). A duplicate delivery returns the
-    stored result without running the body; a payload mismatch or a message
+    stored result without running the body (``None`` for a task with
+    ``ignore_result``, whose result a worker's delivery does not store); a
+    payload mismatch or a message
     older than the evidence horizon is quarantined and rejected without
     requeue (never retried); a busy claim or a transient database error is
     retried with jittered backoff, never acked and dropped; so is a soft time
