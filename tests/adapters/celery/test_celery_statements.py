@@ -152,3 +152,53 @@ def test_c29_a_task_that_ignores_its_result_sends_no_result_store(
     assert stored["r-1"] is None
     assert eager.get() == {"applied": "r-2"}
     assert stored["r-2"] is not None  # an eager caller reads the result
+
+
+def test_c29_the_request_setting_decides_before_the_task_s(
+    one_connection: Engine, prefix: str
+) -> None:
+    """A delivery whose message asks for its result (``ignore_result`` false
+    in the request) keeps it even on a task that ignores results, and the
+    other way round: the request's setting decides, as it does for Celery."""
+    engine = one_connection
+    inbox = inboxguard.Inbox(engine, retention=dt.timedelta(days=7), table_prefix=prefix)
+    inbox.create_schema()
+    app = Celery(unique("app"), broker="memory://", backend="cache+memory://", set_as_current=False)
+    tasks = {}
+    for ignore in (True, False):
+
+        @app.task(
+            base=InboxTask,
+            inbox=inbox,
+            inbox_session_factory=sessionmaker(engine),
+            inbox_command_id="ref",
+            name=unique("echo"),
+            ignore_result=ignore,
+            inbox_consumer=f"echo.{ignore}",
+        )
+        def echo(ref: str) -> str:
+            return ref
+
+        tasks[ignore] = echo
+
+    def deliver(task: Any, ref: str, *, ignore_result: bool) -> None:
+        run = build_tracer(task.name, task, app=app, eager=False)
+        sent = dt.datetime.now(dt.UTC).isoformat()
+        request = {
+            "id": unique("t"),
+            "headers": {SENT_AT_HEADER: sent},
+            "delivery_info": {},
+            "ignore_result": ignore_result,
+        }
+        run(request["id"], (ref,), {}, request)
+
+    try:
+        deliver(tasks[True], "kept", ignore_result=False)
+        deliver(tasks[False], "dropped", ignore_result=True)
+        with engine.connect() as conn:
+            stored = dict(
+                conn.exec_driver_sql(f"SELECT command_id, result FROM {prefix}inbox").all()
+            )
+    finally:
+        inbox.drop_schema()
+    assert stored == {"kept": '"kept"', "dropped": None}
