@@ -24,6 +24,11 @@ documentation shows:
   ``payload_validation_jmespath`` set, the Redis layer rewrites the record at
   completion without the payload hash, and every identical retry is then
   refused with ``IdempotencyValidationError`` instead of answered;
+- ``evidence`` (timed only, not a peer): the inbox row alone in the same
+  transaction, a plain ``INSERT ... VALUES ... ON CONFLICT DO NOTHING`` of
+  its six columns into the inbox table (its key and expiry index, no claim
+  logic, no inboxguard Python), a conflict skipping the mutation: the floor
+  any guard that writes the evidence the guarantees need counts from;
 - ``lock``: a Redis lock in the style of celery-once: ``redis.lock.Lock``
   acquired without blocking (``SET NX PX`` with a token) around the handler
   and deleted after it, as celery-once's ``raise_or_lock`` / ``clear_lock``
@@ -52,8 +57,11 @@ from inboxguard import Inbox, RedisInbox
 from tests.helpers import business_tables
 
 VARIANTS = ("bare", "claim", "inboxguard", "redis-inbox", "powertools", "lock")
+#: Timed but not a peer (no crash scenarios): the evidence row, the floor the
+#: guard's targets count from.
+TIMED = (*VARIANTS, "evidence")
 #: Variants with a duplicate path (the lock has none: released, it runs again).
-DEDUP = ("claim", "inboxguard", "redis-inbox", "powertools")
+DEDUP = ("claim", "inboxguard", "redis-inbox", "powertools", "evidence")
 CONSUMER = "peers.credit"
 RETENTION = dt.timedelta(days=1)
 
@@ -138,7 +146,13 @@ class Peers:
             "redis-inbox": self.redis_guard,
             "powertools": self.powertools,
             "lock": self.lock,
+            "evidence": self.evidence,
         }
+        self.evidence_sql = text(
+            f"INSERT INTO {place.prefix}inbox (consumer, command_id, digest, processed_at,"
+            " expires_at, result_expires_at) VALUES (:consumer, :cid, :digest, :processed_at,"
+            " :expires_at, NULL) ON CONFLICT (consumer, command_id) DO NOTHING"
+        )
 
     def close(self) -> None:
         """Release the connections."""
@@ -173,6 +187,21 @@ class Peers:
     def claim(self, cid: str) -> object:
         with Session(self.engine) as session, session.begin():
             won = session.execute(self.claim_sql, {"cid": cid}).rowcount
+            result = self.mutate(session, cid) if won else None
+        self.committed()
+        return result
+
+    def evidence(self, cid: str) -> object:
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        row = {
+            "consumer": CONSUMER,
+            "cid": cid,
+            "digest": "d" * 64,
+            "processed_at": now,
+            "expires_at": now + RETENTION,
+        }
+        with Session(self.engine) as session, session.begin():
+            won = session.execute(self.evidence_sql, row).rowcount
             result = self.mutate(session, cid) if won else None
         self.committed()
         return result

@@ -26,6 +26,7 @@ from inboxguard.adapters._outcome import (
     out_of_attempts,
     outcome_of,
 )
+from inboxguard.adapters._results import celery_reads, kept
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
@@ -57,7 +58,9 @@ class InboxTask(Task):  # type: ignore[misc]
     The body runs inside a database transaction that also records the
     command's ID and payload digest; the message is acked only after that
     transaction commits (``acks_late``). A duplicate delivery returns the
-    stored result without running the body; a payload mismatch or a message
+    stored result without running the body (``None`` for a task with
+    ``ignore_result``, whose result a worker's delivery does not store); a
+    payload mismatch or a message
     older than the evidence horizon is quarantined and rejected without
     requeue (never retried); a busy claim or a transient database error is
     retried with jittered backoff, never acked and dropped; so is a soft time
@@ -284,8 +287,7 @@ class InboxTask(Task):  # type: ignore[misc]
             if entry.duplicate:
                 log_duplicate(logger, self._consumer(), command_id, f"task {self.name}:")
                 return entry.result
-            entry.result = self.run(*args, **kwargs)
-            return entry.result
+            return kept(entry, self.run(*args, **kwargs), read=celery_reads(self, request))
 
     def _sent_at(self, request: Any) -> dt.datetime | None:
         """The time this delivery (``request``) counts its age from; a message

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from inboxguard import ConfigurationError, Inbox
 from inboxguard.adapters._evidence import Refused, record_refusal_async
 from inboxguard.adapters._outcome import Outcome, log_duplicate
+from inboxguard.adapters._results import dramatiq_reads, kept
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.dramatiq._guard import GuardCore, logger
 
@@ -84,7 +85,8 @@ class AsyncGuard(GuardCore):
             if entry.duplicate:
                 log_duplicate(logger, self.consumer, given.command_id, f"actor {self.actor_name}:")
                 return entry.result
-            entry.result = result = await self.fn(*args, **kwargs)
+            result = await self.fn(*args, **kwargs)
+            kept(entry, result, read=dramatiq_reads(self.broker, message))
         return result
 
     async def _record(self, error: Exception, outcome: Outcome, refused: Refused) -> bool:

@@ -37,6 +37,7 @@ from inboxguard.adapters._outcome import (
     log_requeued,
     outcome_of,
 )
+from inboxguard.adapters._results import dramatiq_reads, kept
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.dramatiq._windows import retries_of
@@ -343,7 +344,9 @@ class GuardedFn(GuardCore):
             if entry.duplicate:
                 log_duplicate(logger, self.consumer, given.command_id, f"actor {self.actor_name}:")
                 return entry.result
-            entry.result = result = self.fn(*args, **kwargs)
+            result = kept(
+                entry, self.fn(*args, **kwargs), read=dramatiq_reads(self.broker, message)
+            )
         faults.reach(faults.FaultPoint.BEFORE_ACK, given.command_id)
         return result
 

@@ -98,9 +98,11 @@ class InboxMiddleware(Middleware):
 
     Add it to the broker *before* the actors are declared. A guarded actor's
     function runs inside one database transaction that also claims the
-    command in the inbox and stores the actor's result; the message is
+    command in the inbox and stores the actor's result where a ``Results``
+    middleware stores it too (or for a direct call); the message is
     acknowledged only after that transaction commits. A redelivery of a
-    committed command returns the stored result without running the body;
+    committed command returns the stored result (``None`` where none was
+    stored) without running the body;
     a command the inbox refuses (payload mismatch, older than the evidence
     horizon) is quarantined and dead-lettered, never retried; a busy claim
     or a transient database error is retried with ``dramatiq.Retry``, and
