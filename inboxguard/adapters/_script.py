@@ -151,12 +151,14 @@ Request = Run | Record
 class Settlement:
     """What a driver does with the delivery, and what its log lines name.
 
-    ``name`` is the command ID, or the message key of a delivery refused
+    ``consumer`` is the consumer the delivery is filed under; ``name`` is
+    the command ID, or the message key of a delivery refused
     before it was read; ``shown`` is the delivery as a refusal's log line
     shows it. ``outcome`` and ``error`` are None after a commit.
     """
 
     step: Step
+    consumer: str
     name: str | None
     shown: Mapping[str, Any]
     command_id: str | None = None
@@ -182,24 +184,19 @@ def deliver(reading: Reading, rules: Rules) -> Script:
         if not reading.direct:
             sent_at = rules.sent_time(sent_at)
     except Exception as bad:
-        if not rules.refuse_unreadable:
-            error: Exception = bad
-        else:
-            key = unread.message_id
-            return (
-                yield from _settled(
-                    Outcome(Disposition.REFUSE),
-                    bad,
-                    record,
-                    Settlement(Step.REJECT, key, unread.details, command_id, sent_at),
-                    reading,
-                    rules,
-                )
+        if rules.refuse_unreadable:
+            shown = Settlement(
+                Step.REJECT, unread.consumer, unread.message_id, unread.details, command_id, sent_at
             )
+            refused = Outcome(Disposition.REFUSE)
+            return (yield from _settled(refused, bad, record, shown, reading, rules))
+        error: Exception = bad
     else:
         ran = yield Run(command_id, record.payload, sent_at, record.details)
         if ran is None:
-            return Settlement(Step.ACK, command_id, record.details, command_id, sent_at)
+            return Settlement(
+                Step.ACK, record.consumer, command_id, record.details, command_id, sent_at
+            )
         error = ran
     outcome = outcome_of(
         error,
@@ -208,7 +205,9 @@ def deliver(reading: Reading, rules: Rules) -> Script:
         failure_path_retries=rules.failure_path_retries,
         transient=rules.transient,
     )
-    shown = Settlement(Step.REJECT, command_id, record.details, command_id, sent_at)
+    shown = Settlement(
+        Step.REJECT, record.consumer, command_id, record.details, command_id, sent_at
+    )
     return (yield from _settled(outcome, error, record, shown, reading, rules))
 
 
