@@ -151,6 +151,8 @@ class GuardCore:
 
     def settle(self, call: Call, settled: Settlement) -> Exception | None:
         """What this attempt raises (None: it returns), by the Dramatiq verbs."""
+        if settled.error is None:
+            return VERBS[settled.step](call, settled, {})
         return VERBS[settled.step](call, settled, self.details(call.message, (), {}))
 
 
