@@ -4,14 +4,14 @@ Neither library has a retry policy of its own, so these consumers retry by
 republishing: a failed attempt publishes a copy carrying the next attempt
 number and a not-before time, then acks the original. :class:`Redelivery`
 holds that policy and :meth:`Attempt.settle` turns one attempt's result into
-a :class:`Step`; each consumer only performs the step, synchronously
-(kombu) or awaited (aio-pika).
+a :class:`Step` (:func:`~._script.step_of`, the delivery script's); each
+consumer only performs the step, synchronously (kombu) or awaited
+(aio-pika). :class:`Step` lives in :mod:`._script` and is importable here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,45 +31,10 @@ from inboxguard.adapters._outcome import (
     out_of_attempts,
     outcome_of,
 )
+from inboxguard.adapters._script import Rules, Step, step_of
+from inboxguard.adapters._sent_time import SentTimeCheck
 
 __all__ = ["Attempt", "Redelivery", "Step", "step_of"]
-
-
-class Step(enum.Enum):
-    """What a consumer does with the message after one attempt."""
-
-    #: Committed (or a duplicate): ack.
-    ACK = "ack"
-    #: Refused: reject without requeue (the broker dead-letters it).
-    REJECT = "reject"
-    #: Publish the copy for the next attempt, then ack the original.
-    RETRY = "retry"
-    #: The last attempt failed: quarantine as ``retries_exhausted``, then reject.
-    GIVE_UP = "give_up"
-    #: No quarantine record holds a refused or exhausted delivery (the write
-    #: failed): publish a copy with the same attempt number, due after the
-    #: retry delay, then ack the original. Never dropped, never acked alone.
-    REQUEUE = "requeue"
-
-
-def step_of(outcome: Outcome, *, failure: Step = Step.RETRY) -> Step:
-    """The step an attempt's outcome settles to.
-
-    In order: back to the broker when no quarantine record holds a refused
-    or exhausted delivery (``REQUEUE``); a refusal is rejected; an exhausted
-    retry gives up; an outcome handed to the framework's own failure path is
-    ``failure`` (a consumer that retries every failure never gets one); any
-    other is retried.
-    """
-    if outcome.requeued:
-        return Step.REQUEUE
-    if outcome.refused:
-        return Step.REJECT
-    if outcome.exhausted:
-        return Step.GIVE_UP
-    if outcome.failed:
-        return failure
-    return Step.RETRY
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +51,13 @@ class Redelivery:
     ) -> Redelivery:
         """The policy, once its settings are valid (raises ConfigurationError)."""
         return cls(max_attempts, check_retry_policy(max_attempts, retry_delay), logger)
+
+    @staticmethod
+    def rules(sent_time: SentTimeCheck) -> Rules:
+        """The delivery script's rules of these consumers: a handler's failure
+        is retried (there is no failure path to hand it to), and a delivery
+        that cannot be read is refused (see :meth:`Attempt.judge`)."""
+        return Rules(sent_time, retry_failures=True, refuse_unreadable=True)
 
     def receive(self, headers: Mapping[str, Any] | None, consumer: str) -> Attempt:
         """The attempt a delivery with these headers is, for ``consumer`` (the
@@ -127,12 +99,7 @@ class Attempt:
         exception is retried like a transient one: these consumers have no
         failure path of their own; an inboxguard error that declares a
         failure is refused, never retried)."""
-        policy = self.policy
-        return outcome_of(
-            error,
-            last_attempt=lambda: out_of_attempts(self.number, policy.max_attempts),
-            retry_failures=True,
-        )
+        return outcome_of(error, last_attempt=lambda: self.last_attempt(error), retry_failures=True)
 
     @staticmethod
     def unusable() -> Outcome:
@@ -140,15 +107,27 @@ class Attempt:
         time: refused (once its quarantine record is written)."""
         return Outcome(Disposition.REFUSE)
 
+    def last_attempt(self, error: Exception) -> bool:
+        """Whether this is the last attempt allowed (a :class:`~._script.Reading`'s
+        ``last_attempt``: the error does not change it)."""
+        return out_of_attempts(self.number, self.policy.max_attempts)
+
     def settle(self, outcome: Outcome, error: Exception, command_id: str, delivery: Any) -> Step:
-        """The step after an attempt that ended with ``error``.
+        """The step after an attempt that ended with ``error``, logged.
 
         ``outcome`` has been through ``Outcome.recorded`` when it needed a
         quarantine record; ``delivery`` is logged with a refusal the inbox did
         not quarantine.
         """
-        policy = self.policy
         step = step_of(outcome)
+        self.report(step, error, command_id, delivery)
+        return step
+
+    def report(
+        self, step: Step, error: BaseException, command_id: str | None, delivery: Any
+    ) -> None:
+        """Log the step a failed attempt settles with (one line per step)."""
+        policy = self.policy
         if step is Step.REQUEUE:
             log_requeued(policy.logger, error, f"delivery of {command_id}")
         elif step is Step.REJECT:
@@ -164,7 +143,7 @@ class Attempt:
             policy.logger.error(
                 "giving up on %s after its last attempt failed: %r", command_id, error
             )
-        else:
+        elif step is Step.RETRY:
             policy.logger.warning(
                 "attempt %d/%d of %s failed (%r); retrying in %.1fs",
                 self.number,
@@ -173,4 +152,3 @@ class Attempt:
                 error,
                 policy.delay,
             )
-        return step

@@ -30,3 +30,15 @@ def test_every_step_has_a_verb(framework: str, driver: str) -> None:
     assert settle.VERBS[Step.RETRY] is settle.VERBS[Step.REQUEUE]
     assert settle.VERBS[Step.REJECT] is settle.VERBS[Step.GIVE_UP]
     assert len({settle.VERBS[Step.ACK], settle.VERBS[Step.RETRY], settle.VERBS[Step.REJECT]}) == 3
+
+
+@pytest.mark.parametrize(
+    ("framework", "driver"), [("celery", "celery._settle"), ("dramatiq", "dramatiq._settle")]
+)
+def test_every_step_of_the_script_has_a_framework_verb(framework: str, driver: str) -> None:
+    """Celery and Dramatiq have a failure path of their own: a failure is
+    handed to it, never rejected like a refusal."""
+    pytest.importorskip(framework)
+    settle = importlib.import_module(f"inboxguard.adapters.{driver}")
+    assert set(settle.VERBS) == set(Step)
+    assert settle.VERBS[Step.FAIL] is not settle.VERBS[Step.REJECT]

@@ -16,7 +16,7 @@ from typing import Any
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractQueue
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from inboxguard import Inbox, QuarantineReason
+from inboxguard import Inbox
 from inboxguard._core import faults
 from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._consumers import claim_consumer
@@ -29,10 +29,11 @@ from inboxguard.adapters._delivery import (
     message_key,
     sent_at_from,
 )
-from inboxguard.adapters._evidence import Refused, command_id_of
+from inboxguard.adapters._drive import drive_async
+from inboxguard.adapters._evidence import Refused
 from inboxguard.adapters._guarantees import register_consumer
-from inboxguard.adapters._outcome import Outcome
-from inboxguard.adapters._redelivery import Redelivery, Step
+from inboxguard.adapters._redelivery import Redelivery
+from inboxguard.adapters._script import Reading, Record, Run, Step, deliver
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters.aio_pika._route import queue_name
 from inboxguard.adapters.aio_pika._runner import Handler, Runner
@@ -125,6 +126,8 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
     )
 
+    rules = policy.rules(sent_time)
+
     async def callback(message: AbstractIncomingMessage) -> None:
         if acked_on_delivery(message):
             await _refuse_auto_acked(run, message)
@@ -133,32 +136,34 @@ def guarded(  # noqa: PLR0913 - mirrors the kombu adapter's signature
         await asyncio.sleep(attempt.wait)
         key = message_key(message.message_id, message.body)
         raw = {"body": message.body.decode(errors="replace"), "headers": message.headers}
-        refused = Refused(consumer, None, key, raw, (), raw)
+        unread = Refused(consumer, None, key, raw, (), raw)
         try:
             body = decode(message.body)
             details = _details(body, message, attempt.number)
-            whole = Delivery(body, details["headers"], details["properties"])
-            cid = command_id_of(get_id, whole)
-            sent_at = sent_at_from(attempt.headers, message.timestamp)
-            refused = Refused(consumer, cid, key, body, run.exclude, details)
-            sent_at = sent_time(sent_at)
         except Exception as bad:
-            outcome = attempt.unusable().recorded(await run.record(bad, refused, None))
-            step = attempt.settle(outcome, bad, key, raw)
-            await perform(step, message, attempt, exchange, queue_to)
-            return
-        try:
-            await run(body, message, cid, sent_at, details)
-        except Exception as error:
-            outcome = attempt.judge(error)
-            if outcome.needs_record:
-                delivery = Refused(consumer, cid, key, body, run.exclude, details)
-                outcome = outcome.recorded(await run.record(error, delivery, _reason(outcome)))
-            step = attempt.settle(outcome, error, cid, details)
+            reading = Reading(unread, _unread, _unread, attempt.last_attempt, bad)
         else:
-            faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
-            step = Step.ACK
-        await perform(step, message, attempt, exchange, queue_to)
+            whole = Delivery(body, details["headers"], details["properties"])
+            reading = Reading(
+                Refused(consumer, None, key, body, run.exclude, details),
+                command_id=lambda: get_id(whole),
+                sent_at=lambda: sent_at_from(attempt.headers, message.timestamp),
+                last_attempt=attempt.last_attempt,
+                unread=unread,
+            )
+
+        async def perform_run(request: Run) -> None:
+            await run(body, message, request.command_id, request.sent_at, request.details)
+
+        settled = await drive_async(deliver(reading, rules), perform_run, record)
+        if settled.error is not None:
+            attempt.report(settled.step, settled.error, settled.name, settled.shown)
+        elif settled.step is Step.ACK:
+            faults.reach(faults.FaultPoint.BEFORE_ACK, settled.command_id)
+        await perform(settled.step, message, attempt, exchange, queue_to)
+
+    async def record(request: Record) -> bool:
+        return await run.record(request.error, request.refused, request.reason)
 
     return callback
 
@@ -176,8 +181,8 @@ async def _refuse_auto_acked(run: Runner, message: AbstractIncomingMessage) -> N
         await run.record(refusal, Refused(run.consumer, None, key, raw, (), raw), None)
 
 
-def _reason(outcome: Outcome) -> str | None:
-    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+def _unread() -> None:
+    """Nothing to read (the script asks for nothing of an undecodable body)."""
 
 
 def _details(body: Any, message: AbstractIncomingMessage, attempt: int) -> dict[str, Any]:

@@ -93,13 +93,15 @@ async def _rejected(
 
 #: The aio-pika verbs of each step: ack; a copy (the next attempt, or this
 #: one again) on the route ``_route`` picks, then ack, or hand back (nack
-#: with requeue) when it cannot go; reject without requeue.
+#: with requeue) when it cannot go; reject without requeue (also a failure,
+#: a step these consumers never reach: they have no failure path of their own).
 VERBS: Final[Mapping[Step, Verb]] = {
     Step.ACK: _acked,
     Step.RETRY: _copied,
     Step.REQUEUE: _copied,
     Step.REJECT: _rejected,
     Step.GIVE_UP: _rejected,
+    Step.FAIL: _rejected,
 }
 
 

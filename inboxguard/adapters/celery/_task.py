@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import logging
-import random
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -13,20 +12,15 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry, SoftTimeLimitExceeded
 
-from inboxguard import InboxStore, QuarantineReason
+from inboxguard import InboxStore
 from inboxguard._core import faults, headers
 from inboxguard._core.extract import CommandIdSpec, Getter, command_id_getter, payload_of
 from inboxguard._core.guarantee import Guarantee
+from inboxguard.adapters._drive import drive
 from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
-from inboxguard.adapters._outcome import (
-    Outcome,
-    log_duplicate,
-    log_refusal,
-    log_requeued,
-    out_of_attempts,
-    outcome_of,
-)
+from inboxguard.adapters._outcome import log_duplicate, out_of_attempts
 from inboxguard.adapters._results import celery_reads, kept
+from inboxguard.adapters._script import Reading, Record, Rules, Run, deliver
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters.celery._guarantee import register_task
@@ -37,8 +31,8 @@ from inboxguard.adapters.celery._options import (
     check_declared,
     task_function,
 )
-from inboxguard.adapters.celery._quiet import logged
-from inboxguard.errors import ConfigurationError, InboxGuardError
+from inboxguard.adapters.celery._settle import VERBS
+from inboxguard.errors import ConfigurationError
 
 __all__ = ["SENT_AT_HEADER", "InboxTask"]
 
@@ -133,7 +127,7 @@ class InboxTask(Task):  # type: ignore[misc]
     inbox_guarantee: Guarantee | None = None
     _inbox_getter: Getter | None = None
     _inbox_user_fn: tuple[Callable[..., Any], int] | None = None
-    _inbox_sent_time: SentTimeCheck | None = None
+    _inbox_rules: Rules | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Check a task made from a function (``@app.task(base=InboxTask, ...)``)."""
@@ -169,96 +163,49 @@ class InboxTask(Task):  # type: ignore[misc]
     # -- the guarded run ---------------------------------------------------------------
 
     def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One delivery through the delivery script, settled by the Celery verbs."""
         inbox, factory = self._require_setup()
         request = self.request  # read once: each read looks up Celery's request stack
+        retries = request.retries
+        # A plain function call (no worker, no apply()) gets the errors themselves.
+        direct = bool(request.called_directly)
         details = delivery_details(self.name, request, args, kwargs)
-        command_id: str | None = None
-        payload: Any = None
-        try:
-            command_id = self._command_id(args, kwargs)
-            payload = self._payload(args, kwargs)
-            with transaction(inbox, factory, self._consumer(), command_id) as session:
-                result = self._claim_and_run(
-                    inbox, session, command_id, payload, request, args, kwargs, details
-                )
-        except Exception as exc:
-            # A plain function call (no worker, no apply()) gets the errors themselves.
-            if not isinstance(exc, _CONTROL_FLOW) and not request.called_directly:
-                if payload is None:  # the command ID failed first
-                    payload = self._payload(args, kwargs)
-                self._settle(exc, command_id, payload, details)
-            raise
-        faults.reach(faults.FaultPoint.BEFORE_ACK, command_id)
-        return result
-
-    def _settle(
-        self,
-        exc: Exception,
-        command_id: str | None,
-        payload: object,
-        details: Mapping[str, Any],
-    ) -> None:
-        """Turn a failed delivery into Reject or Retry; return to let Celery fail it."""
-        retries = self.request.retries
-        outcome = outcome_of(
-            exc,
-            last_attempt=lambda: self._out_of_retries(retries),
-            transient=(SoftTimeLimitExceeded,),
-        )
-        if outcome.needs_record:
-            outcome = outcome.recorded(self._record(exc, outcome, command_id, payload, details))
-        if outcome.requeued:
-            log_requeued(logger, exc, f"task {self.name} ({self.request.id})")
-            self._retry_later(exc, retries, beyond_limit=True)
-        if outcome.refused:
-            log_refusal(
-                logger,
-                exc,
-                details,
+        reading = Reading(
+            Refused(
                 consumer=self._consumer(),
-                command_id=command_id,
-                done=_REJECTED,
-            )
-            raise logged(Reject(_reason(exc), requeue=False)) from exc
-        if outcome.exhausted:
-            msg = f"task {self.name!r} gave up after {retries} retries: {exc}"
-            raise Reject(msg, requeue=False) from exc
-        if outcome.retried:
-            self._retry_later(exc, retries)
-        # A handler's own error is recorded as such; an inboxguard error under its code.
-        failed_as = None if isinstance(exc, InboxGuardError) else QuarantineReason.HANDLER_FAILED
-        if outcome.failed and not self._record(
-            exc, outcome, command_id, payload, details, failed_as
-        ):
-            # Celery's failure path rejects without requeue (acks_on_failure=False),
-            # which drops the message on a broker without a dead-letter queue
-            # (Redis): without its quarantine record it must go back instead.
-            log_requeued(logger, exc, f"task {self.name} ({self.request.id})")
-            self._retry_later(exc, retries, beyond_limit=True)
+                command_id=None,
+                message_id=request.id,
+                payload=self._payload(args, kwargs),
+                exclude=tuple(self.inbox_exclude),
+                details=details,
+            ),
+            command_id=lambda: self._command_id(args, kwargs),
+            sent_at=lambda: judged_from_request(request, self.name),
+            last_attempt=lambda _: self._out_of_retries(retries),
+            direct=direct,
+        )
+        result: list[Any] = []
 
-    def _record(
-        self,
-        exc: Exception,
-        outcome: Outcome,
-        command_id: str | None,
-        payload: object,
-        details: Mapping[str, Any],
-        reason: str | None = None,
-    ) -> bool:
+        def run(given: Run) -> None:
+            with transaction(inbox, factory, self._consumer(), given.command_id) as session:
+                result.append(self._claim_and_run(inbox, session, given, request, args, kwargs))
+
+        settled = drive(deliver(reading, self._rules()), run, self._record, _CONTROL_FLOW)
+        if settled.error is None:
+            faults.reach(faults.FaultPoint.BEFORE_ACK, settled.command_id)
+            return result[0]
+        try:
+            raise settled.error
+        except Exception:
+            if not direct:
+                VERBS[settled.step](self, settled, retries)
+            raise
+
+    def _record(self, request: Record) -> bool:
         """Whether a quarantine record now holds this refused, exhausted or
         finally failed delivery."""
         inbox, _ = self._require_setup()
-        refused = Refused(
-            consumer=self._consumer(),
-            command_id=command_id,
-            message_id=self.request.id,
-            payload=payload,
-            exclude=tuple(self.inbox_exclude),
-            details=details,
-        )
-        if outcome.exhausted:
-            reason = QuarantineReason.RETRIES_EXHAUSTED
-        return record_refusal(inbox, exc, refused, reason)
+        return record_refusal(inbox, request.error, request.refused, request.reason)
 
     def _out_of_retries(self, retries: int) -> bool:
         limit = None if self.max_retries is None else self.max_retries + 1
@@ -268,58 +215,41 @@ class InboxTask(Task):  # type: ignore[misc]
         self,
         inbox: InboxStore,
         session: Any,
-        command_id: Any,
-        payload: Any,
+        given: Run,
         request: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        details: Mapping[str, Any],
     ) -> Any:
         with inbox.guard(
             session,
             consumer=self._consumer(),
-            command_id=command_id,
-            payload=payload,
+            command_id=given.command_id,
+            payload=given.payload,
             exclude=tuple(self.inbox_exclude),
-            sent_at=self._sent_at(request),
-            details=details,
+            sent_at=given.sent_at,
+            details=given.details,
         ) as entry:
             if entry.duplicate:
-                log_duplicate(logger, self._consumer(), command_id, f"task {self.name}:")
+                log_duplicate(logger, self._consumer(), given.command_id, f"task {self.name}:")
                 return entry.result
             return kept(entry, self.run(*args, **kwargs), read=celery_reads(self, request))
 
-    def _sent_at(self, request: Any) -> dt.datetime | None:
-        """The time this delivery (``request``) counts its age from; a message
-        without one is logged once or refused (``inbox_require_sent_at``); a
-        direct call needs none."""
-        sent_at = judged_from_request(request, self.name)
-        return sent_at if request.called_directly else self._sent_time()(sent_at)
-
-    def _sent_time(self) -> SentTimeCheck:
-        """This task's rule for a message with no sent time (made once)."""
-        if self._inbox_sent_time is None:
-            self._inbox_sent_time = SentTimeCheck(
+    def _rules(self) -> Rules:
+        """This task's rules of the delivery script (made once): a failure is
+        quarantined before Celery's failure path takes it, a soft time limit is
+        retried like a transient error."""
+        if self._inbox_rules is None:
+            sent_time = SentTimeCheck(
                 self._consumer(),
                 require=self.inbox_require_sent_at,
                 stamp=_STAMP,
                 option=REQUIRE_SENT_AT_OPTION,
                 logger=logger,
             )
-        return self._inbox_sent_time
-
-    def _retry_later(self, exc: Exception, retries: int, *, beyond_limit: bool = False) -> None:
-        """Publish the retry copy (then Celery acks this delivery); ``beyond_limit``
-        sends it back even when ``max_retries`` is spent (its record is missing)."""
-        cap = max(float(self.retry_backoff_max), self.inbox_retry_base)
-        countdown = random.uniform(0, min(cap, self.inbox_retry_base * 2**retries))  # noqa: S311
-        if beyond_limit:
-            countdown = max(countdown, min(cap, self.inbox_retry_base))
-        logger.warning(
-            "task %s: %s; retrying in %.1fs (retry %d)", self.name, exc, countdown, retries + 1
-        )
-        limit = {"max_retries": retries + 1} if beyond_limit else {}
-        raise self.retry(exc=Exception(_reason(exc)), countdown=countdown, **limit)
+            self._inbox_rules = Rules(
+                sent_time, record_failures=True, transient=(SoftTimeLimitExceeded,)
+            )
+        return self._inbox_rules
 
     # -- configuration -----------------------------------------------------------------
 
@@ -365,20 +295,10 @@ class InboxTask(Task):  # type: ignore[misc]
         return found
 
 
-#: What the worker does with a refused delivery, as its log line says.
-_REJECTED = "quarantined, then rejected without requeue (dead-lettered)"
-
 _STAMP = (
     "publish the task from a process that imports inboxguard.adapters.celery (its"
     " before_task_publish receiver stamps x-inbox-sent-at), or set that header (ISO 8601)"
 )
-
-
-def _reason(exc: BaseException) -> str:
-    # The prefork pool pickles Reject/Retry back to the parent process;
-    # inboxguard's errors take keyword-only arguments and do not unpickle, so
-    # the framework gets their text.
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _option(task: InboxTask, name: str) -> Any:

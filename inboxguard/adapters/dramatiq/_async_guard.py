@@ -5,8 +5,8 @@ Dramatiq runs an async actor by wrapping its coroutine function with
 the event loop thread of the ``AsyncIO`` middleware and waits for it. The
 middleware gives Dramatiq a coroutine function of the same shape: begin,
 claim with :meth:`Inbox.guard_async`, await the body, store its result,
-commit. Every decision on a failure is :class:`GuardCore`'s, shared with the
-synchronous wrapper; only the I/O is awaited.
+commit. It drives the same delivery script as the synchronous wrapper, with
+the same Dramatiq verbs (:meth:`GuardCore.settle`); only the I/O is awaited.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from dramatiq.broker import MessageProxy
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from inboxguard import ConfigurationError, Inbox
-from inboxguard.adapters._evidence import Refused, record_refusal_async
-from inboxguard.adapters._outcome import Outcome, log_duplicate
+from inboxguard.adapters._drive import drive_async
+from inboxguard.adapters._evidence import record_refusal_async
+from inboxguard.adapters._outcome import log_duplicate
 from inboxguard.adapters._results import dramatiq_reads, kept
+from inboxguard.adapters._script import Record, Run, deliver
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.dramatiq._guard import GuardCore, logger
 
@@ -52,23 +54,29 @@ class AsyncGuard(GuardCore):
         self.session_factory = async_session_factory
 
     async def call(self, *args: Any, **kwargs: Any) -> Any:
-        """One attempt; the same outcome mapping as ``GuardedFn.__call__``."""
-        message = self.message()
-        try:
-            return await self._run(message, args, kwargs)
-        except Exception as error:
-            outcome, retry, refused = self.on_failure(error, message, args, kwargs)
-            if refused is not None:
-                outcome = outcome.recorded(await self._record(error, outcome, refused))
-            raised = self.settle(error, outcome, retry, message)
-            if raised is error:
-                raise
-            raise raised from error
+        """One attempt, through the same delivery script as ``GuardedFn.__call__``."""
+        call = self.new_call()
+        result: list[Any] = []
+
+        async def run(given: Run) -> None:
+            result.append(await self._run(given, call.message, args, kwargs))
+
+        reading = self.reading(call, args, kwargs)
+        settled = await drive_async(deliver(reading, self.rules), run, self._record)
+        raised = self.settle(call, settled)
+        if raised is None:
+            return result[0]
+        if raised is settled.error:
+            raise raised
+        raise raised from settled.error
 
     async def _run(
-        self, message: MessageProxy | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        given: Run,
+        message: MessageProxy | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
-        given = self.inputs(message, args, kwargs)
         async with (
             self.session_factory() as session,
             transaction_async(session, self.inbox, self.consumer, given.command_id),
@@ -89,7 +97,7 @@ class AsyncGuard(GuardCore):
             kept(entry, result, read=dramatiq_reads(self.broker, message))
         return result
 
-    async def _record(self, error: Exception, outcome: Outcome, refused: Refused) -> bool:
+    async def _record(self, request: Record) -> bool:
         """Whether a quarantine record now holds the delivery (written on a
         connection of its own)."""
         try:
@@ -98,7 +106,9 @@ class AsyncGuard(GuardCore):
             return False
         # InboxMiddleware takes async actors only with a store of AsyncSessions.
         inbox = cast("Inbox", self.inbox)
-        return await record_refusal_async(inbox, engine, error, refused, self.reason(outcome))
+        return await record_refusal_async(
+            inbox, engine, request.error, request.refused, request.reason
+        )
 
     async def _engine(self) -> AsyncEngine:
         async with self.session_factory() as session:

@@ -18,13 +18,14 @@ from typing import Any, Final
 
 from faststream.exceptions import HandlerException, SkipMessage
 
-from inboxguard import QuarantineReason
 from inboxguard._core import headers as _headers
 from inboxguard.adapters._delivery import Delivery as _Message
 from inboxguard.adapters._delivery import message_key
-from inboxguard.adapters._evidence import Refused, command_id_of
-from inboxguard.adapters._outcome import Outcome, log_duplicate
-from inboxguard.adapters._redelivery import Attempt, Step
+from inboxguard.adapters._drive import drive_async
+from inboxguard.adapters._evidence import Refused
+from inboxguard.adapters._outcome import log_duplicate
+from inboxguard.adapters._redelivery import Attempt
+from inboxguard.adapters._script import Reading, Record, Run, Step, deliver
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.faststream._brokers import BrokerKind, Copy, sent_time_of
@@ -67,37 +68,44 @@ class Delivery:
             await asyncio.sleep(attempt.wait)
         key = message_key(msg.message_id, _raw_bytes(msg.body))
         raw = {"body": _text(msg.body), "headers": self.headers}
-        refused = Refused(consumer, None, key, raw, (), raw)
+        unread = Refused(consumer, None, key, raw, (), raw)
         try:
             refusal = guard.refusal_of(self.subscriber)
             if refusal is not None:
                 raise refusal
             self.body = body = await msg.decode()
             details = self.details(body)
-            cid = command_id_of(
-                self.options.get_id, _Message(body, self.headers, details["properties"])
-            )
-            refused = Refused(consumer, cid, key, body, self.options.exclude, details)
-            self.sent_at = guard.sent_check(consumer)(sent_time_of(msg, self.headers))
         except Exception as bad:
-            outcome = attempt.unusable().recorded(await guard.record(bad, refused, None))
-            await self.perform(attempt.settle(outcome, bad, key, raw))
-            raise SkipMessage from bad
-        try:
-            result = await self.apply(call_next, cid, body, details)
-        except HandlerException:
-            raise  # the handler's own FastStream verb (AckMessage, RejectMessage...)
-        except Exception as error:
-            outcome = attempt.judge(error)
-            if outcome.needs_record:
-                written = await guard.record(error, refused, _reason(outcome))
-                outcome = outcome.recorded(written)
-            await self.perform(attempt.settle(outcome, error, cid, details))
-            raise SkipMessage from error
-        await self.perform(Step.ACK)
-        return result
+            reading = Reading(unread, _unread, _unread, attempt.last_attempt, bad)
+        else:
+            whole = _Message(body, self.headers, details["properties"])
+            reading = Reading(
+                Refused(consumer, None, key, body, self.options.exclude, details),
+                command_id=lambda: self.options.get_id(whole),
+                sent_at=lambda: sent_time_of(msg, self.headers),
+                last_attempt=attempt.last_attempt,
+                unread=unread,
+            )
+        result: list[Any] = []
 
-    async def apply(self, call_next: Any, cid: str, body: Any, details: dict[str, Any]) -> Any:
+        async def perform_run(request: Run) -> None:
+            self.sent_at = request.sent_at
+            result.append(await self.apply(call_next, request.command_id, body, request.details))
+
+        rules = guard.policy.rules(guard.sent_check(consumer))
+        settled = await drive_async(deliver(reading, rules), perform_run, self.record, _OWN_VERBS)
+        if settled.error is not None:
+            attempt.report(settled.step, settled.error, settled.name, settled.shown)
+        await self.perform(settled.step)
+        if settled.error is not None:
+            raise SkipMessage from settled.error
+        return result[0]
+
+    async def record(self, request: Record) -> bool:
+        """Whether a quarantine record now holds the delivery."""
+        return await self.guard.record(request.error, request.refused, request.reason)
+
+    async def apply(self, call_next: Any, cid: str, body: Any, details: Mapping[str, Any]) -> Any:
         """The transaction: claim, run the handler, store its result, commit."""
         guard, options = self.guard, self.options
         arguments = {
@@ -178,18 +186,26 @@ async def _rejected(delivery: Delivery, step: Step) -> None:
 
 
 #: The FastStream verbs of each step, through the broker's kind (``_brokers``):
-#: ack; the broker's retry, or release when it cannot be published; reject.
+#: ack; the broker's retry, or release when it cannot be published; reject
+#: (also a failure, a step these consumers never reach: they have no failure
+#: path of their own).
 VERBS: Final[Mapping[Step, Callable[[Delivery, Step], Awaitable[None]]]] = {
     Step.ACK: _acked,
     Step.RETRY: _copied,
     Step.REQUEUE: _copied,
     Step.REJECT: _rejected,
     Step.GIVE_UP: _rejected,
+    Step.FAIL: _rejected,
 }
 
 
-def _reason(outcome: Outcome) -> str | None:
-    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+#: The handler's own FastStream verbs (``AckMessage``, ``RejectMessage``...):
+#: they leave as they came, the message settled by FastStream.
+_OWN_VERBS = (HandlerException,)
+
+
+def _unread() -> None:
+    """Nothing to read (the script asks for nothing of an undecodable body)."""
 
 
 def _raw_bytes(body: Any) -> bytes | str:

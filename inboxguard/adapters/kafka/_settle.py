@@ -56,7 +56,7 @@ class Settler:
             step = await self.reader.attempt(self.reader.prepare(record, number), number, apply)
             if await self.perform(step, record):
                 return step
-            attempt = self.reader.policy.receive({_headers.ATTEMPT: number})
+            attempt = self.reader.policy.receive({_headers.ATTEMPT: number}, self.reader.name)
             number = attempt_of(attempt.copy_headers(step))
 
     async def perform(self, step: Step, record: Any) -> bool:
@@ -104,4 +104,7 @@ VERBS: Final[Mapping[Step, Verb]] = {
     Step.REQUEUE: _held,
     Step.REJECT: _dead_lettered,
     Step.GIVE_UP: _dead_lettered,
+    # A failure path this consumer does not have (it retries every failure):
+    # never reached, and dead-lettered like a refusal if it were.
+    Step.FAIL: _dead_lettered,
 }

@@ -10,14 +10,13 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
 from kombu.entity import Queue
 from kombu.message import Message
 from kombu.messaging import Producer
 
-from inboxguard import InboxStore, QuarantineReason
+from inboxguard import InboxStore
 from inboxguard._core import faults
 from inboxguard._core.guarantee import Guarantee
 from inboxguard.adapters._consumers import claim_consumer
@@ -30,15 +29,16 @@ from inboxguard.adapters._delivery import (
     message_key,
     sent_at_from,
 )
-from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal
+from inboxguard.adapters._drive import drive
+from inboxguard.adapters._evidence import Refused, record_refusal
 from inboxguard.adapters._guarantees import register_consumer
-from inboxguard.adapters._outcome import Outcome
-from inboxguard.adapters._redelivery import Redelivery, Step
+from inboxguard.adapters._redelivery import Attempt, Redelivery
 from inboxguard.adapters._route import queue_name
+from inboxguard.adapters._script import Reading, Record, Run, Settlement, Step, deliver
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters._stores import check_pairing
 from inboxguard.adapters.kombu._runner import Runner
-from inboxguard.adapters.kombu._settle import perform
+from inboxguard.adapters.kombu._settle import Route, perform
 from inboxguard.adapters.kombu._settlement import (
     KOMBU_SETTLEMENT,
     acked_on_delivery,
@@ -157,6 +157,8 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         consumer, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
     )
 
+    rules = policy.rules(sent_time)
+
     def callback(body: Any, message: Message) -> None:
         if acked_on_delivery(message):
             _refuse_auto_acked(inbox, message, body, consumer)
@@ -165,32 +167,24 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         time.sleep(attempt.wait)
         details = _details(body, message, attempt.number)
         key = message_key((message.properties or {}).get("message_id"), message.body)
-        refused = Refused(consumer, None, key, body, run.exclude, details)
-        try:
-            delivery = Delivery(body, details["headers"], details["properties"])
-            cid = command_id_of(run.command_id, delivery)
-            sent_at = sent_at_from(attempt.headers, (message.properties or {}).get("timestamp"))
-            refused = replace(refused, command_id=cid)
-            sent_at = sent_time(sent_at)
-        except Exception as bad:
-            written = record_refusal(inbox, bad, refused)
-            outcome = attempt.unusable().recorded(written)
-            perform(attempt.settle(outcome, bad, key, details), message, key, attempt, route)
-            return
-        try:
-            run(body, message, cid, sent_at, details)
-        except Exception as error:
-            outcome = attempt.judge(error)
-            if outcome.needs_record:
-                written = record_refusal(
-                    inbox, error, replace(refused, command_id=cid), _reason(outcome)
-                )
-                outcome = outcome.recorded(written)
-            step = attempt.settle(outcome, error, cid, details)
-        else:
-            faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
-            step = Step.ACK
-        perform(step, message, cid, attempt, route)
+        delivery = Delivery(body, details["headers"], details["properties"])
+        reading = Reading(
+            Refused(consumer, None, key, body, run.exclude, details),
+            command_id=lambda: run.command_id(delivery),
+            sent_at=lambda: sent_at_from(
+                attempt.headers, (message.properties or {}).get("timestamp")
+            ),
+            last_attempt=attempt.last_attempt,
+        )
+
+        def perform_run(request: Run) -> None:
+            run(body, message, request.command_id, request.sent_at, request.details)
+
+        settled = drive(deliver(reading, rules), perform_run, record)
+        _settle(settled, message, attempt, route)
+
+    def record(request: Record) -> bool:
+        return record_refusal(inbox, request.error, request.refused, request.reason)
 
     def undecodable(message: Message, error: Exception) -> None:
         attempt = policy.receive(message.headers, consumer)
@@ -198,10 +192,14 @@ def guarded(  # noqa: PLR0913 - keyword-only settings of a guarded consumer
         raw = message.body
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
         details = {**_details(text, message, attempt.number), "content_type": message.content_type}
-        refused = Refused(consumer, None, key, text, (), details)
-        written = record_refusal(inbox, error, refused)
-        outcome = attempt.unusable().recorded(written)
-        perform(attempt.settle(outcome, error, key, details), message, key, attempt, route)
+        reading = Reading(
+            Refused(consumer, None, key, text, (), details),
+            command_id=_unread,
+            sent_at=_unread,
+            last_attempt=attempt.last_attempt,
+            decode_error=error,
+        )
+        _settle(drive(deliver(reading, rules), _nothing, record), message, attempt, route)
 
     return GuardedCallback(callback, undecodable)
 
@@ -219,8 +217,21 @@ def _refuse_auto_acked(inbox: InboxStore, message: Message, body: Any, consumer:
         )
 
 
-def _reason(outcome: Outcome) -> str | None:
-    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+def _settle(settled: Settlement, message: Message, attempt: Attempt, route: Route) -> None:
+    """Log a failed attempt's step, then perform the step by the kombu verbs."""
+    if settled.error is not None:
+        attempt.report(settled.step, settled.error, settled.name, settled.shown)
+    elif settled.step is Step.ACK:
+        faults.reach(faults.FaultPoint.BEFORE_ACK, settled.command_id)
+    perform(settled.step, message, str(settled.name), attempt, route)
+
+
+def _unread() -> None:
+    """Nothing to read (the script asks for nothing of an undecodable body)."""
+
+
+def _nothing(_: Run) -> None:
+    """Nothing to run (the script runs no undecodable body)."""
 
 
 def _details(body: Any, message: Message, attempt: int) -> dict[str, Any]:

@@ -81,13 +81,16 @@ def _rejected(step: Step, message: Message, cid: str, attempt: Attempt, _: Route
 
 #: The kombu verbs of each step: ack; a copy (the next attempt, or this one
 #: again) published back to the consumed queue, then ack, or hand back
-#: (requeue) when no route is known; reject without requeue.
+#: (requeue) when no route is known; reject without requeue (also a
+#: failure, a step these consumers never reach: they have no failure path
+#: of their own).
 VERBS: Final[Mapping[Step, Verb]] = {
     Step.ACK: _acked,
     Step.RETRY: _copied,
     Step.REQUEUE: _copied,
     Step.REJECT: _rejected,
     Step.GIVE_UP: _rejected,
+    Step.FAIL: _rejected,
 }
 
 

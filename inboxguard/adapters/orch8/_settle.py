@@ -80,6 +80,9 @@ VERBS: Final[Mapping[Step, Callable[[Report, Any], Awaitable[None]]]] = {
     Step.REQUEUE: _failed_retryably,
     Step.REJECT: _failed_for_good,
     Step.GIVE_UP: _failed_for_good,
+    # The handler's own failure is settled as the verb its ``retryable`` picks
+    # (``step_of(..., failure=...)``), so FAIL is never reached: failed for good.
+    Step.FAIL: _failed_for_good,
 }
 
 
