@@ -294,9 +294,7 @@ class Inbox(QuarantineMethods, UpkeepMethods):
     def _batches(self) -> BatchFlows:
         if self._partitions is not None:
             raise batch_on_partitions_error()
-        return BatchFlows(
-            self.tables, self.retention, self.clock, self.lock_timeout, self._flows.telemetry
-        )
+        return BatchFlows(self._flows)
 
     def handler(
         self,

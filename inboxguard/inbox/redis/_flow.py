@@ -171,7 +171,7 @@ class RedisFlows:
                 return found
             left = found.lease_left_ms / 1000 if deadline is None else deadline - time.monotonic()
             if left <= 0:
-                raise busy_error(delivery)
+                raise busy_error(delivery.consumer, [delivery.command_id])
             yield Pause(min(POLL_INTERVAL, left))
 
     def _verdict(self, delivery: Delivery, found: Found) -> Generator[Request, Any, InboxEntry]:
