@@ -4,7 +4,9 @@ They perform the batch flow's requests exactly as :mod:`._drive` performs
 the single guard's (the caller's connection for statements, a connection of
 its own for each quarantine record, in the caller's tenant schema), and run
 the caller's block with the :class:`~._batch.InboxBatch`, with
-:func:`inboxguard.current_session` bound.
+:func:`inboxguard.current_session` bound. They hold the guard's savepoint as
+the single guard's drivers do (:mod:`inboxguard.sql.savepoint`), opened
+before the batch's first statement.
 """
 
 from __future__ import annotations

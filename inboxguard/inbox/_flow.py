@@ -8,7 +8,7 @@ delivery, in one order, and asks for each piece of I/O by yielding a request:
    its database's SQLAlchemy dialect. A configuration error (a wrong object,
    AUTOCOMMIT, a session over two engines) is raised here, before any
    refusal, by both drivers, which then open the savepoint the claim and the
-   block run in (:mod:`inboxguard.sql.boundary`);
+   block run in (:mod:`inboxguard.sql.savepoint`);
 3. a ``sent_at`` older than the horizon: :class:`WriteQuarantine` (a
    transaction of its own), then :class:`~inboxguard.BeyondRetentionError`;
 4. the claim: one :class:`Execute` per statement of the dialect's claim, on
