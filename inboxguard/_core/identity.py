@@ -8,6 +8,7 @@ import hashlib
 import re
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -15,7 +16,7 @@ from urllib.parse import quote
 from inboxguard._core.canonical import canonical_number
 from inboxguard.errors import InvalidCommandError
 
-__all__ = ["MAX_ID_LENGTH", "as_id", "command_id_for", "validate_identity"]
+__all__ = ["MAX_ID_LENGTH", "as_id", "command_id_for", "named_commands", "validate_identity"]
 
 #: Longest command ID or consumer name, in characters (the column width).
 MAX_ID_LENGTH = 255
@@ -151,3 +152,15 @@ def _text(name: str, value: str) -> str:
         )
         raise InvalidCommandError(msg) from None
     return unicodedata.normalize("NFC", value)
+
+
+def named_commands(command_ids: Sequence[str]) -> str:
+    """How an error names the commands it concerns: ``command 'a'`` for one,
+    ``commands 'a', 'b', 'c' and 2 more`` for a batch's."""
+    if not command_ids:
+        return "an empty batch"
+    if len(command_ids) == 1:
+        return f"command {command_ids[0]!r}"
+    shown = ", ".join(repr(c) for c in command_ids[:3])
+    more = f" and {len(command_ids) - 3} more" if len(command_ids) > 3 else ""
+    return f"commands {shown}{more}"

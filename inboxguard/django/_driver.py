@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
-from typing import Any, NoReturn
+from typing import Any
 
 from sqlalchemy import Executable
 from sqlalchemy.engine import Engine
@@ -52,6 +52,8 @@ from inboxguard.inbox.drivers import (
     handler_span,
     log_not_written,
     quarantine_sync,
+    resume,
+    unexpected,
 )
 from inboxguard.sql.dialects.sqlite.database import journal_mode
 
@@ -98,18 +100,6 @@ def _quarantine_problem(connection: Any) -> str | None:
     )
 
 
-def _resume(flow: GuardFlow, reply: Any = None, error: DBAPIError | None = None) -> Request | None:
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)
-    except StopIteration:
-        return None
-
-
-def _unexpected(request: Request | None) -> NoReturn:
-    msg = f"the guard flow asked for {request!r} out of order"
-    raise RuntimeError(msg)
-
-
 def _execute(
     flow: GuardFlow,
     runner: StatementRunner,
@@ -128,12 +118,12 @@ def _execute(
         sql, args = runner.compile(statement, params)
         thrown = dbapi_error(error, sql, args, connection.Database.Error)
         try:
-            return _resume(flow, error=thrown)
+            return resume(flow, error=thrown)
         except DBAPIError as same:
             if same is thrown:
                 raise error from None
             raise
-    return _resume(flow, result)
+    return resume(flow, result)
 
 
 def _quarantine(
@@ -143,8 +133,8 @@ def _quarantine(
     problem = _quarantine_problem(connection)
     if problem is not None:
         log_not_written(request.values, problem)
-        return _resume(flow, False)
-    return _resume(flow, quarantine_sync(request, engine))
+        return resume(flow, False)
+    return resume(flow, quarantine_sync(request, engine))
 
 
 @contextmanager
@@ -160,14 +150,14 @@ def drive_django(
     ``alias``; quarantine records go through ``engine``. ``session`` is what
     :func:`inboxguard.current_session` returns inside the block."""
     with closing(flow):
-        if not isinstance(_resume(flow), Connect):
-            _unexpected(None)
+        if not isinstance(resume(flow), Connect):
+            unexpected(None)
         connection = atomic_connection(alias, what)
         runner = runner_for(connection)
         boundary = DjangoBoundary(alias, runner.dialect)
         kept = True
         try:
-            request = _resume(flow, runner.dialect)
+            request = resume(flow, runner.dialect)
             while request is not None:
                 match request:
                     case HandOver(entry):
@@ -184,19 +174,19 @@ def drive_django(
                             kept = boundary.refused is None and block_kept(mark)
                             boundary.unwatch()
                             if isinstance(error, Exception):
-                                _resume(flow, BlockExit(kept, error))
+                                resume(flow, BlockExit(kept, error))
                             raise
                         finally:
                             session_var.reset(token)
                         kept = boundary.refused is None and block_kept(mark)
                         boundary.unwatch()
-                        request = _resume(flow, BlockExit(kept))
+                        request = resume(flow, BlockExit(kept))
                     case Execute(statement, params):
                         request = _execute(flow, runner, connection, statement, params)
                     case WriteQuarantine():
                         request = _quarantine(flow, request, connection, engine)
                     case _:
-                        _unexpected(request)
+                        unexpected(request)
         except BaseException as error:
             boundary.abandon(error, kept)
             raise

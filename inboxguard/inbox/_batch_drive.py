@@ -4,14 +4,16 @@ They perform the batch flow's requests exactly as :mod:`._drive` performs
 the single guard's (the caller's connection for statements, a connection of
 its own for each quarantine record, in the caller's tenant schema), and run
 the caller's block with the :class:`~._batch.InboxBatch`, with
-:func:`inboxguard.current_session` bound.
+:func:`inboxguard.current_session` bound. They hold the guard's savepoint as
+the single guard's drivers do (:mod:`inboxguard.sql.savepoint`), opened
+before the batch's first statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
@@ -20,16 +22,20 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.context import session_var
 from inboxguard.inbox._batch import InboxBatch
-from inboxguard.inbox._batch_flow import BatchFlow, BatchHandOver, BatchRequest
+from inboxguard.inbox._batch_flow import BatchFlow
 from inboxguard.inbox._drive import quarantine_async, quarantine_sync
-from inboxguard.inbox._flow import BlockExit, Connect, Execute, WriteQuarantine
-from inboxguard.sql.boundary import Boundary, NoBoundary, open_boundary
-from inboxguard.sql.connection import (
-    async_connection_of,
-    connection_of,
-    transaction_mark,
+from inboxguard.inbox._flow import (
+    BlockExit,
+    Connect,
+    Execute,
+    HandOver,
+    WriteQuarantine,
+    resume,
+    unexpected,
 )
+from inboxguard.sql.connection import async_connection_of, connection_of
 from inboxguard.sql.direct import execute, execute_async
+from inboxguard.sql.savepoint import GuardSavepoint
 from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
@@ -48,19 +54,6 @@ _ASYNC_ONLY = (
 )
 
 
-def _resume(flow: BatchFlow, reply: Any = None, error: DBAPIError | None = None) -> Any:
-    """Send the reply (or throw the error) into the flow; None once it is done."""
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)
-    except StopIteration:
-        return None
-
-
-def _unexpected(request: BatchRequest | None) -> NoReturn:
-    msg = f"the batch flow asked for {request!r} out of order"
-    raise RuntimeError(msg)
-
-
 @contextmanager
 def drive_batch_sync(
     flow: BatchFlow, session: Session | Connection, engine: Engine
@@ -68,48 +61,41 @@ def drive_batch_sync(
     """Run a batch flow on the caller's ``Session`` or ``Connection``;
     quarantine records go through ``engine``."""
     with closing(flow):
-        if not isinstance(_resume(flow), Connect):
-            _unexpected(None)
+        if not isinstance(resume(flow), Connect):
+            unexpected(None)
         conn = connection_of(session, wrong_type=_SYNC_ONLY, row=_ROWS)
         # Opened before the first statement on the caller's connection: a batch
         # that claims nothing (empty, or every entry refused) runs none.
-        boundary: Boundary | NoBoundary = Boundary.none()
-        kept = True
+        savepoint = GuardSavepoint(GuardSavepoint.orm(session), conn, lazy=True)
         try:
-            request = _resume(flow, conn.dialect)
+            request = resume(flow, conn.dialect)
             while request is not None:
                 match request:
-                    case BatchHandOver(batch):
-                        boundary.open_late()
-                        mark = transaction_mark(conn)
-                        boundary.watch(_label(batch))
+                    case HandOver(batch):
+                        savepoint.enter_block(_label(batch))
                         token = session_var.set(session)
                         try:
                             yield batch
                         except BaseException as error:
-                            kept = boundary.kept(mark)
-                            boundary.unwatch()
+                            kept = savepoint.exit_block()
                             if isinstance(error, Exception):
-                                _resume(flow, BlockExit(kept, error))
+                                resume(flow, BlockExit(kept, error))
                             raise
                         finally:
                             session_var.reset(token)
-                        kept = boundary.kept(mark)
-                        boundary.unwatch()
-                        request = _resume(flow, BlockExit(kept))
+                        request = resume(flow, BlockExit(savepoint.exit_block()))
                     case Execute(statement, params):
-                        if boundary.absent:
-                            boundary = open_boundary(_orm(session), conn)
+                        savepoint.before_statement()
                         request = _execute_sync(flow, conn, statement, params)
                     case WriteQuarantine():
                         tenant = engine.execution_options(**schema_options(conn))
-                        request = _resume(flow, quarantine_sync(request, tenant))
+                        request = resume(flow, quarantine_sync(request, tenant))
                     case _:
-                        _unexpected(request)
+                        unexpected(request)
         except BaseException:
-            boundary.abandon(kept)
+            savepoint.abandon()
             raise
-        boundary.release()
+        savepoint.release()
 
 
 @asynccontextmanager
@@ -119,52 +105,41 @@ async def drive_batch_async(
     """Run a batch flow on the caller's ``AsyncSession`` or ``AsyncConnection``;
     quarantine records go through the session's own ``AsyncEngine``."""
     with closing(flow):
-        if not isinstance(_resume(flow), Connect):
-            _unexpected(None)
+        if not isinstance(resume(flow), Connect):
+            unexpected(None)
         conn = await async_connection_of(session, wrong_type=_ASYNC_ONLY, row=_ROWS)
         sync_conn: Connection = conn.sync_connection  # type: ignore[assignment]  # started
         sync_session: Session | None = getattr(session, "sync_session", None)
-        boundary: Boundary | NoBoundary = (
-            Boundary.none()
-        )  # opened before the first statement, as drive_batch_sync
-        kept = True
+        savepoint = GuardSavepoint(sync_session, sync_conn, lazy=True)  # as drive_batch_sync
         try:
-            request = _resume(flow, conn.dialect)
+            request = resume(flow, conn.dialect)
             while request is not None:
                 match request:
-                    case BatchHandOver(batch):
-                        await conn.run_sync(_open_late(boundary))
-                        mark = transaction_mark(sync_conn)
-                        boundary.watch(_label(batch))
+                    case HandOver(batch):
+                        await savepoint.enter_block_async(conn, _label(batch))
                         token = session_var.set(session)
                         try:
                             yield batch
                         except BaseException as error:  # cancellation too
-                            kept = boundary.kept(mark)
-                            boundary.unwatch()
+                            kept = savepoint.exit_block()
                             if isinstance(error, Exception):
-                                _resume(flow, BlockExit(kept, error))
+                                resume(flow, BlockExit(kept, error))
                             raise
                         finally:
                             session_var.reset(token)
-                        kept = boundary.kept(mark)
-                        boundary.unwatch()
-                        request = _resume(flow, BlockExit(kept))
+                        request = resume(flow, BlockExit(savepoint.exit_block()))
                     case Execute(statement, params):
-                        if boundary.absent:
-                            boundary = await conn.run_sync(
-                                lambda sync: open_boundary(sync_session, sync)
-                            )
+                        await savepoint.before_statement_async(conn)
                         request = await _execute_async(flow, conn, statement, params)
                     case WriteQuarantine():
                         tenant = conn.engine.execution_options(**schema_options(sync_conn))
-                        request = _resume(flow, await quarantine_async(request, tenant))
+                        request = resume(flow, await quarantine_async(request, tenant))
                     case _:
-                        _unexpected(request)
+                        unexpected(request)
         except BaseException:
-            await conn.run_sync(lambda _: boundary.abandon(kept))
+            await savepoint.abandon_async(conn)
             raise
-        await conn.run_sync(lambda _: boundary.release())
+        await savepoint.release_async(conn)
 
 
 def _execute_sync(flow: BatchFlow, conn: Connection, statement: Any, params: Any) -> Any:
@@ -172,8 +147,8 @@ def _execute_sync(flow: BatchFlow, conn: Connection, statement: Any, params: Any
     try:
         result = execute(conn, statement, params)
     except DBAPIError as error:
-        return _resume(flow, error=error)
-    return _resume(flow, result)
+        return resume(flow, error=error)
+    return resume(flow, result)
 
 
 async def _execute_async(
@@ -183,16 +158,8 @@ async def _execute_async(
     try:
         result = await execute_async(conn, statement, params)
     except DBAPIError as error:
-        return _resume(flow, error=error)
-    return _resume(flow, result)
-
-
-def _open_late(boundary: Boundary | NoBoundary) -> Callable[[Any], None]:
-    return lambda _: boundary.open_late()
-
-
-def _orm(session: Session | Connection) -> Session | None:
-    return session if isinstance(session, Session) else None
+        return resume(flow, error=error)
+    return resume(flow, result)
 
 
 def _label(batch: InboxBatch) -> str:

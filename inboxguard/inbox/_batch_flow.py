@@ -1,8 +1,10 @@
 """The batch claim as one sans-I/O flow, in the order of the single guard's.
 
 :meth:`BatchFlows.guard_batch` makes every decision of a batch and asks for
-each piece of I/O with the requests of :mod:`._flow` (and
-:class:`BatchHandOver`):
+each piece of I/O with the requests of :mod:`._flow`, the single guard's
+(its :class:`~._flow.HandOver` carries the :class:`~._batch.InboxBatch`), and
+refuses with the single guard's errors (:mod:`._decide`), naming the
+batch's commands:
 
 1. validate every command and compute its digest (no I/O): a bad element
    raises, naming its index, before anything is written;
@@ -35,89 +37,63 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect as SaDialect
-from sqlalchemy.engine import Result
-from sqlalchemy.exc import DBAPIError
 
 from inboxguard._core import faults
-from inboxguard._core.clock import Clock, checked_now
+from inboxguard._core.clock import checked_now
 from inboxguard._core.digest import canonical_json
 from inboxguard._core.identity import validate_identity
-from inboxguard._core.retention import RetentionPolicy
-from inboxguard._telemetry import Telemetry
 from inboxguard.errors import (
     ConfigurationError,
     PayloadEncodingError,
     PayloadMismatchError,
 )
 from inboxguard.inbox._batch import BatchCommand, BatchEntry, InboxBatch, batch_commands
-from inboxguard.inbox._batch_errors import (
+from inboxguard.inbox._decide import (
+    SQLALCHEMY_BOUNDARY,
+    Delivery,
     boundary_error,
-    busy_error,
-    results_vanished,
-    vanished_error,
+    prepare,
+    results_vanished_error,
+    stale_error,
+    verdict,
 )
-from inboxguard.inbox._decide import Delivery, prepare, refusal_values, stale_error, verdict
 from inboxguard.inbox._flow import (
     BlockExit,
     Connect,
     Execute,
+    GuardFlows,
+    HandOver,
     WriteQuarantine,
+    run_steps,
 )
 from inboxguard.inbox._records import QuarantineReason
-from inboxguard.sql.dialects import (
-    BatchStatements,
-    Claim,
-    InboxStatements,
-    batch_for,
-    inbox_statements_for,
-)
-from inboxguard.sql.dialects.base.inbox import CLAIM_ATTEMPTS, Steps
-from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, schema_required
-from inboxguard.sql.tables import InboxTables
+from inboxguard.sql.dialects import BatchStatements, Claim, batch_for
+from inboxguard.sql.dialects.base.inbox import CLAIM_ATTEMPTS, claim_vanished_error
 
-__all__ = ["BatchFlow", "BatchFlows", "BatchHandOver"]
+__all__ = ["BatchFlow", "BatchFlows", "BatchRequest"]
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHandOver:
-    """Run the caller's block with ``batch``; reply with its :class:`BlockExit`."""
-
-    batch: InboxBatch
-
-
-BatchRequest = Connect | Execute | WriteQuarantine | BatchHandOver
+BatchRequest = Connect | Execute | WriteQuarantine | HandOver[InboxBatch]
 BatchFlow = Generator[BatchRequest, Any, None]
 
 
 class BatchFlows:
-    """Builds the batch flows of one inbox (its tables, retention, clock, lock timeout)."""
+    """Builds the batch flows of one inbox, on its single guard's flows (their
+    tables, retention, clock, lock timeout, statements and refusals)."""
 
-    def __init__(
-        self,
-        tables: InboxTables,
-        retention: RetentionPolicy,
-        clock: Clock,
-        lock_timeout: dt.timedelta | None,
-        telemetry: Telemetry,
-    ) -> None:
-        self._tables = tables
-        self._retention = retention
-        self._clock = clock
-        self._lock_timeout = lock_timeout
-        self.telemetry = telemetry
+    def __init__(self, flows: GuardFlows) -> None:
+        self._flows = flows
+        self.telemetry = flows.telemetry
         self._statements: dict[SaDialect, BatchStatements] = {}
-        self._dialects: dict[SaDialect, InboxStatements] = {}
 
     def guard_batch(self, consumer: str, commands: object, exclude: Iterable[str]) -> BatchFlow:
         """The flow of one batch, from validation to the stored results."""
         validate_identity(consumer, "consumer")
         items = batch_commands(commands)
-        now = checked_now(self._clock)
+        now = checked_now(self._flows.clock)
         excluded = exclude if isinstance(exclude, str) else tuple(exclude)
         deliveries = [self._prepare(i, consumer, c, excluded, now) for i, c in enumerate(items)]
         stale = [
@@ -148,9 +124,11 @@ class BatchFlows:
                 probe.decided(entry.outcome)
         if faults.hook is not None:
             _reach(faults.FaultPoint.HANDLER_RUNS, batch)
-        end: BlockExit = yield BatchHandOver(batch)
+        end: BlockExit = yield HandOver(batch)
         if not end.kept:
-            raise boundary_error(consumer, len(batch)) from end.error
+            raise boundary_error(
+                consumer, [e.command_id for e in batch], SQLALCHEMY_BOUNDARY
+            ) from end.error
         if end.error is None:
             yield from self._store_results(statements, consumer, batch)
             if faults.hook is not None:
@@ -168,7 +146,8 @@ class BatchFlows:
         entries: list[BatchEntry | None] = [None] * len(items)
         for i, error in enumerate(stale):
             if error is not None:
-                written = yield self._refusal(deliveries[i], QuarantineReason.BEYOND_RETENTION)
+                refusal = self._flows.refusal(deliveries[i], QuarantineReason.BEYOND_RETENTION)
+                written = yield refusal
                 entries[i] = _entry(
                     i, deliveries[i], items[i], error=error, quarantine_recorded=written is True
                 )
@@ -181,7 +160,7 @@ class BatchFlows:
         if keys and statements.reads_first:
             # Judge (and quarantine) what is stored before the insert takes
             # the write lock (SQLite: one writer at a time).
-            claims = yield from _run(statements.read(consumer, keys), consumer, keys)
+            claims = yield from run_steps(statements.read(consumer, keys), consumer, keys)
             keys = [k for k in keys if k not in claims]
             yield from self._judge_all(entries, deliveries, items, first, claims)
             yield from self._refuse_conflicting_repeats(entries, deliveries, items, first, keys)
@@ -238,7 +217,7 @@ class BatchFlows:
             claim = Claim(False, source.digest)
         found = verdict(delivery, claim)
         if isinstance(found, PayloadMismatchError):
-            written = yield self._refusal(
+            written = yield self._flows.refusal(
                 delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
             )
             return _entry(i, delivery, item, error=found, quarantine_recorded=written is True)
@@ -268,16 +247,16 @@ class BatchFlows:
         for attempt in range(CLAIM_ATTEMPTS):
             if attempt > 0:
                 ids = [r["command_id"] for r in pending]
-                found.update((yield from _run(statements.read(consumer, ids), consumer, ids)))
+                found.update((yield from run_steps(statements.read(consumer, ids), consumer, ids)))
                 pending = [r for r in pending if r["command_id"] not in found]
             if not pending:
                 return found
             ids = [r["command_id"] for r in pending]
-            found.update((yield from _run(statements.claim(shared, pending), consumer, ids)))
+            found.update((yield from run_steps(statements.claim(shared, pending), consumer, ids)))
             pending = [r for r in pending if r["command_id"] not in found]
             if not pending:
                 return found
-        raise vanished_error(consumer, [r["command_id"] for r in pending])
+        raise claim_vanished_error(consumer, [r["command_id"] for r in pending])
 
     def _store_results(
         self, statements: BatchStatements, consumer: str, batch: InboxBatch
@@ -288,7 +267,7 @@ class BatchFlows:
             for stmt, params in statements.release(consumer, released):
                 gone += (yield Execute(stmt, params)).rowcount
             if gone != len(released):
-                raise results_vanished(consumer, len(released), gone)
+                raise results_vanished_error(consumer, released, gone, releasing=True)
         results = [
             (e.command_id, canonical_json(e.result, root=f"batch[{e.index}].result"))
             for e in batch
@@ -300,15 +279,16 @@ class BatchFlows:
         for stmt, params in statements.store_results(consumer, results):
             matched += (yield Execute(stmt, params)).rowcount
         if matched != len(results):
-            raise results_vanished(consumer, len(results), matched)
+            raise results_vanished_error(consumer, [cid for cid, _ in results], matched)
 
     def statements(self, sa_dialect: SaDialect) -> BatchStatements:
         """The (cached) batch statements of a SQLAlchemy dialect (checked
         the way the single claim checks it)."""
         found = self._statements.get(sa_dialect)
         if found is None:
-            self._upsert_quarantine(sa_dialect)  # the single claim's checks, and its upsert
-            found = batch_for(sa_dialect, self._tables, self._lock_timeout)
+            flows = self._flows
+            flows.dialect(sa_dialect)  # the single claim's checks, and its upsert
+            found = batch_for(sa_dialect, flows.tables, flows.lock_timeout)
             self._statements[sa_dialect] = found
         return found
 
@@ -317,23 +297,10 @@ class BatchFlows:
         if item.sent_at is None:
             return None
         try:
-            return stale_error(delivery, item.sent_at, self._retention)
+            return stale_error(delivery, item.sent_at, self._flows.retention)
         except ConfigurationError as error:
             msg = f"commands[{index}].sent_at (command {item.command_id!r}): {error}"
             raise ConfigurationError(msg) from None
-
-    def _refusal(
-        self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
-    ) -> WriteQuarantine:
-        values = refusal_values(delivery, reason, stored_digest=stored_digest)
-        return WriteQuarantine(self._upsert_quarantine, values)
-
-    def _upsert_quarantine(self, sa_dialect: SaDialect) -> Executable:
-        found = self._dialects.get(sa_dialect)
-        if found is None:
-            found = inbox_statements_for(sa_dialect, self._tables, self._lock_timeout)
-            self._dialects[sa_dialect] = found
-        return found.upsert_quarantine()
 
     def _prepare(
         self, index: int, consumer: str, item: BatchCommand, excluded: Any, now: dt.datetime
@@ -347,7 +314,7 @@ class BatchFlows:
                 item.payload,
                 excluded,
                 item.details,
-                retention=self._retention,
+                retention=self._flows.retention,
                 clock=lambda: now,
             )
         except PayloadEncodingError as error:
@@ -378,28 +345,3 @@ def _entry(i: int, delivery: Delivery, item: BatchCommand, **decided: Any) -> Ba
         payload=item.payload,
         **decided,
     )
-
-
-def _run(
-    steps: Steps[dict[str, Claim]], consumer: str, keys: list[str]
-) -> Generator[Execute, Result[Any], dict[str, Claim]]:
-    """Run statement steps one :class:`Execute` at a time; a busy database
-    becomes :class:`~inboxguard.InProgressError` for the whole batch. A
-    statement's error is thrown into the steps first (see ``_flow._claim``)."""
-    try:
-        step = next(steps)
-        while True:
-            try:
-                reply = yield Execute(*step)
-            except DBAPIError as error:
-                step = steps.throw(error)
-            else:
-                step = steps.send(reply)
-    except StopIteration as done:
-        value: dict[str, Claim] = done.value
-        return value
-    except DBAPIError as error:
-        if is_busy(error):
-            raise busy_error(consumer, keys) from error
-        with schema_required(INBOX_SCHEMA):
-            raise

@@ -1,8 +1,9 @@
 """The inbox's decisions, free of I/O.
 
 Validating a delivery and computing its digest and evidence row, judging
-a ``sent_at`` against the retention horizon, and turning what the claim found
-into an entry or a refusal. :mod:`inboxguard.inbox._flow` calls these in
+a ``sent_at`` against the retention horizon, turning what the claim found
+into an entry or a refusal, and the wording of every refusal the guard
+raises, for one command or a batch's. :mod:`inboxguard.inbox._flow` calls these in
 order; nothing here touches a database.
 """
 
@@ -11,17 +12,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from inboxguard._core.clock import Clock, as_utc, checked_now
 from inboxguard._core.context import adapter_settles_var
 from inboxguard._core.digest import canonical_json, digest_of
-from inboxguard._core.identity import validate_identity
+from inboxguard._core.identity import named_commands, validate_identity
 from inboxguard._core.retention import RetentionPolicy, format_duration
 from inboxguard.errors import (
     BeyondRetentionError,
+    ConfigurationError,
     InProgressError,
     PayloadMismatchError,
 )
@@ -30,11 +32,15 @@ from inboxguard.inbox._records import InboxEntry
 from inboxguard.sql.dialects import Claim
 
 __all__ = [
+    "SQLALCHEMY_BOUNDARY",
+    "BoundaryAdvice",
     "Delivery",
+    "boundary_error",
     "busy_error",
     "prepare",
     "refusal_values",
     "result_json",
+    "results_vanished_error",
     "stale_error",
     "verdict",
 ]
@@ -179,15 +185,70 @@ def result_json(entry: InboxEntry) -> str:
     return canonical_json(entry.result, root="result")
 
 
-def busy_error(delivery: Delivery) -> InProgressError:
-    """The error for a claim that met a lock timeout, deadlock or serialization
-    failure."""
+def busy_error(consumer: str, command_ids: Sequence[str]) -> InProgressError:
+    """The error of a claim (of one command, or of a batch's) that met a lock
+    held past ``lock_timeout``, a deadlock or a serialization failure."""
+    one = len(command_ids) == 1
     msg = (
-        f"command {delivery.command_id!r} of consumer {delivery.consumer!r} is being"
-        " processed by another transaction (or the database reported a conflict);"
-        " roll back and deliver it again later"
+        f"{named_commands(command_ids)} of consumer {consumer!r} {'is' if one else 'are'}"
+        " being processed by another transaction (or the database reported a conflict):"
+        " nothing was applied; roll back and deliver it again later"
     )
-    return InProgressError(msg, consumer=delivery.consumer, command_id=delivery.command_id)
+    return InProgressError(msg, consumer=consumer, command_id=command_ids[0])
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryAdvice:
+    """How a driver's caller ends its transaction by mistake inside the block
+    (``causes``) and how to fail one step safely instead (``savepoint``), for
+    the error the flow raises when the transaction did not outlive the block."""
+
+    causes: str
+    savepoint: str
+
+
+#: The advice for SQLAlchemy sessions and connections (the sync and async drivers).
+SQLALCHEMY_BOUNDARY = BoundaryAdvice(
+    causes=(
+        "session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a failed flush"
+    ),
+    savepoint="session.begin_nested() (a savepoint)",
+)
+
+
+def boundary_error(
+    consumer: str, command_ids: Sequence[str], advice: BoundaryAdvice
+) -> ConfigurationError:
+    """The error of a guarded block (of one command, or of a batch) whose
+    transaction was committed or rolled back inside it."""
+    one = len(command_ids) == 1
+    rows = "its inbox row no longer commits" if one else "their inbox rows no longer commit"
+    msg = (
+        f"the transaction of {named_commands(command_ids)} (consumer {consumer!r}) was"
+        f" committed or rolled back inside the guarded block ({advice.causes}): {rows} with"
+        f" the block's changes, so {'the command' if one else 'commands'} could be lost or"
+        " applied twice. Never commit or roll back inside the block; wrap a step that may"
+        f" fail in {advice.savepoint} and let the caller end the transaction after the"
+        " block. Roll back now"
+    )
+    return ConfigurationError(msg)
+
+
+def results_vanished_error(
+    consumer: str, command_ids: Sequence[str], matched: int, *, releasing: bool = False
+) -> ConfigurationError:
+    """The error of storing (or releasing) the results of claimed commands
+    when the statements matched fewer inbox rows than there are commands."""
+    one = len(command_ids) == 1
+    action = "releasing" if releasing else f"storing the result{'' if one else 's'} of"
+    msg = (
+        f"{action} {named_commands(command_ids)} (consumer {consumer!r}) matched {matched}"
+        f" inbox rows instead of {len(command_ids)}: {'its claim was' if one else 'claims were'}"
+        " deleted or rolled back inside the guarded block. Never delete"
+        f" {'the inbox row' if one else 'inbox rows'} or roll back past the claim inside the"
+        " block. Roll back now"
+    )
+    return ConfigurationError(msg)
 
 
 def _mismatch(delivery: Delivery, stored: str) -> PayloadMismatchError:

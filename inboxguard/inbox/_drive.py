@@ -8,9 +8,9 @@ whether the caller's transaction is still the one the claim was made in.
 Every decision, and its order, is the flow's. A database error raised while
 performing a request is thrown back into the flow, which decides what it
 means. Around the claim and the block each driver holds the guard's
-savepoint on the caller's connection (:mod:`inboxguard.sql.boundary`): rolled
-back when the block or the flow ends in an error or a cancellation, released
-after a normal end.
+savepoint on the caller's connection (:mod:`inboxguard.sql.savepoint`, the
+batch's drivers' too): rolled back when the block or the flow ends in an
+error or a cancellation, released after a normal end.
 
 A quarantine record is never written on the caller's connection: when the
 engine's pool would hand out the caller's own connection, or has none free,
@@ -21,7 +21,7 @@ The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
@@ -29,9 +29,10 @@ from contextlib import (
     nullcontext,
 )
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Executable
+from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -46,16 +47,17 @@ from inboxguard.inbox._flow import (
     HandOver,
     Request,
     WriteQuarantine,
+    resume,
+    unexpected,
 )
 from inboxguard.inbox._quarantine import log_not_written, log_write_failure
-from inboxguard.sql.boundary import open_boundary
 from inboxguard.sql.connection import (
     async_connection_of,
     connection_of,
     spare_connection_problem,
-    transaction_mark,
 )
 from inboxguard.sql.direct import execute, execute_async
+from inboxguard.sql.savepoint import GuardSavepoint
 from inboxguard.sql.table_text import schema_options
 
 if TYPE_CHECKING:
@@ -76,23 +78,10 @@ _ASYNC_ONLY = (
 )
 
 
-def _resume(flow: GuardFlow, reply: Any = None, error: DBAPIError | None = None) -> Request | None:
-    """Send the reply (or throw the error) into the flow; None once it is done."""
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)
-    except StopIteration:
-        return None
-
-
 def _expect_connect(request: Request | None) -> None:
     """The flow's first request is always :class:`Connect`."""
     if not isinstance(request, Connect):
-        _unexpected(request)
-
-
-def _unexpected(request: Request | None) -> NoReturn:
-    msg = f"the guard flow asked for {request!r} out of order"
-    raise RuntimeError(msg)
+        unexpected(request)
 
 
 def _label(entry: InboxEntry) -> str:
@@ -122,11 +111,10 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
     """
 
     __slots__ = (
-        "_boundary",
         "_conn",
         "_engine",
         "_flow",
-        "_mark",
+        "_savepoint",
         "_session",
         "_span",
         "_telemetry",
@@ -144,21 +132,18 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
     def __enter__(self) -> InboxEntry:
         flow = self._flow
         try:
-            _expect_connect(_resume(flow))
+            _expect_connect(resume(flow))
             conn = self._conn = connection_of(self._session, wrong_type=_SYNC_ONLY, row=_ROW)
-            session = self._session if isinstance(self._session, Session) else None
-            boundary = self._boundary = open_boundary(session, conn)
+            savepoint = self._savepoint = GuardSavepoint(GuardSavepoint.orm(self._session), conn)
         except BaseException:
             flow.close()
             raise
         try:
-            entry = self._perform(_resume(flow, conn.dialect))
+            entry = self._perform(resume(flow, conn.dialect))
             if entry is None:  # the flow ended without handing over: it never does
-                _unexpected(None)
-            boundary.open_late()
-            self._mark = transaction_mark(conn)
+                unexpected(None)
+            savepoint.enter_block(_label(entry))
             span = self._span = handler_span(self._telemetry, entry)
-            boundary.watch(_label(entry))
             self._token = session_var.set(self._session)
             entry_var.set(entry)  # kept after the block: see current_entry()
             try:
@@ -168,7 +153,7 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
                 raise
         except BaseException:
             try:
-                boundary.abandon(kept=True)
+                savepoint.abandon()  # the block never ran: the claim's transaction is kept
             finally:
                 flow.close()
             raise
@@ -180,28 +165,27 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        flow, boundary = self._flow, self._boundary
+        flow, savepoint = self._flow, self._savepoint
         try:
             self._span.__exit__(kind, error, traceback)
-            kept = boundary.kept(self._mark)
-            boundary.unwatch()
+            kept = savepoint.exit_block()
             if error is None:
                 session_var.reset(self._token)
                 try:
-                    self._perform(_resume(flow, BlockExit(kept)))
+                    self._perform(resume(flow, BlockExit(kept)))
                 except BaseException:
-                    boundary.abandon(kept)
+                    savepoint.abandon()
                     raise
-                boundary.release()
+                savepoint.release()
             elif isinstance(error, Exception):
                 try:
-                    _resume(flow, BlockExit(kept, error))
+                    resume(flow, BlockExit(kept, error))
                 finally:
                     session_var.reset(self._token)
-                    boundary.abandon(kept)
+                    savepoint.abandon()
             else:  # KeyboardInterrupt, SystemExit, GeneratorExit: undo, then clean up
                 session_var.reset(self._token)
-                boundary.abandon(kept)
+                savepoint.abandon()
         finally:
             flow.close()
 
@@ -215,17 +199,17 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
                     try:
                         result = execute(self._conn, statement, params)
                     except DBAPIError as error:
-                        request = _resume(flow, error=error)
+                        request = resume(flow, error=error)
                     else:
-                        request = _resume(flow, result)
+                        request = resume(flow, result)
                 case HandOver(entry):
                     return entry
                 case WriteQuarantine():
                     # The record goes to the caller's schema (schema_translate_map).
                     tenant = self._engine.execution_options(**schema_options(self._conn))
-                    request = _resume(flow, quarantine_sync(request, tenant))
+                    request = resume(flow, quarantine_sync(request, tenant))
                 case _:
-                    _unexpected(request)
+                    unexpected(request)
         return None
 
 
@@ -233,13 +217,14 @@ def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:
     """Write a quarantine record through ``engine``, in a transaction of its own
     on a connection other than the caller's; False (the record logged at
     ERROR) when no such connection is free or the write failed."""
+    upsert = _upsert_of(request)
     problem = spare_connection_problem(engine.pool)
     if problem is not None:
         log_not_written(request.values, problem)
         return False
     try:
         with engine.begin() as conn:
-            conn.execute(request.statement(conn.dialect), request.values)
+            conn.execute(upsert(conn.dialect), request.values)
     except Exception:
         log_write_failure(request.values)
         return False
@@ -256,66 +241,68 @@ async def drive_async(
     """Run a guard flow on the caller's ``AsyncSession`` or ``AsyncConnection``;
     quarantine records go through the session's own ``AsyncEngine``."""
     with closing(flow):
-        _expect_connect(_resume(flow))
+        _expect_connect(resume(flow))
         conn = await async_connection_of(session, wrong_type=_ASYNC_ONLY, row=_ROW)
         sync_session: Session | None = getattr(session, "sync_session", None)
-        boundary = await conn.run_sync(lambda sync: open_boundary(sync_session, sync))
-        kept = True
+        savepoint = await conn.run_sync(lambda sync: GuardSavepoint(sync_session, sync))
         try:
-            request = _resume(flow, conn.dialect)
+            request = resume(flow, conn.dialect)
             while request is not None:
                 match request:
                     case HandOver(entry):
-                        await conn.run_sync(lambda _: boundary.open_late())
-                        mark = transaction_mark(conn.sync_connection)  # type: ignore[arg-type]
-                        boundary.watch(_label(entry))
+                        await savepoint.enter_block_async(conn, _label(entry))
                         token = session_var.set(session)
                         entry_var.set(entry)  # kept after the block: see current_entry()
                         try:
                             with handler_span(telemetry, entry):
                                 yield entry
                         except BaseException as error:  # cancellation too
-                            kept = boundary.kept(mark)
-                            boundary.unwatch()
+                            kept = savepoint.exit_block()
                             if isinstance(error, Exception):
-                                _resume(flow, BlockExit(kept, error))
+                                resume(flow, BlockExit(kept, error))
                             raise
                         finally:
                             session_var.reset(token)
-                        kept = boundary.kept(mark)
-                        boundary.unwatch()
-                        request = _resume(flow, BlockExit(kept))
+                        request = resume(flow, BlockExit(savepoint.exit_block()))
                     case Execute(statement, params):
                         try:
                             result = await execute_async(conn, statement, params)
                         except DBAPIError as error:
-                            request = _resume(flow, error=error)
+                            request = resume(flow, error=error)
                         else:
-                            request = _resume(flow, result)
+                            request = resume(flow, result)
                     case WriteQuarantine():
                         # The record goes to the caller's schema (schema_translate_map).
                         options = schema_options(conn.sync_connection)  # type: ignore[arg-type]
                         tenant = conn.engine.execution_options(**options)
-                        request = _resume(flow, await quarantine_async(request, tenant))
+                        request = resume(flow, await quarantine_async(request, tenant))
                     case _:
-                        _unexpected(request)
+                        unexpected(request)
         except BaseException:
-            await conn.run_sync(lambda _: boundary.abandon(kept))
+            await savepoint.abandon_async(conn)
             raise
-        await conn.run_sync(lambda _: boundary.release())
+        await savepoint.release_async(conn)
 
 
 async def quarantine_async(request: WriteQuarantine, engine: AsyncEngine) -> bool:
     """Write a quarantine record on a connection of its own, without blocking the
     loop; False (the record logged at ERROR) as :func:`quarantine_sync`."""
+    upsert = _upsert_of(request)
     problem = spare_connection_problem(engine.sync_engine.pool)
     if problem is not None:
         log_not_written(request.values, problem)
         return False
     try:
         async with engine.begin() as conn:
-            await conn.execute(request.statement(conn.dialect), request.values)
+            await conn.execute(upsert(conn.dialect), request.values)
     except Exception:
         log_write_failure(request.values)
         return False
     return True
+
+
+def _upsert_of(request: WriteQuarantine) -> Callable[[SaDialect], Executable]:
+    """The upsert a SQL store's quarantine request carries."""
+    if request.statement is None:
+        unexpected(request)
+    return request.statement

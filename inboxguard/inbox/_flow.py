@@ -8,7 +8,7 @@ delivery, in one order, and asks for each piece of I/O by yielding a request:
    its database's SQLAlchemy dialect. A configuration error (a wrong object,
    AUTOCOMMIT, a session over two engines) is raised here, before any
    refusal, by both drivers, which then open the savepoint the claim and the
-   block run in (:mod:`inboxguard.sql.boundary`);
+   block run in (:mod:`inboxguard.sql.savepoint`);
 3. a ``sent_at`` older than the horizon: :class:`WriteQuarantine` (a
    transaction of its own), then :class:`~inboxguard.BeyondRetentionError`;
 4. the claim: one :class:`Execute` per statement of the dialect's claim, on
@@ -34,9 +34,9 @@ perform these requests, the way ``httpx`` drives ``Auth.auth_flow``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, NoReturn, TypeVar
 
 from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect as SaDialect
@@ -47,18 +47,23 @@ from inboxguard._core import faults
 from inboxguard._core.clock import Clock
 from inboxguard._core.retention import RetentionPolicy
 from inboxguard._telemetry import Telemetry, telemetry_for
-from inboxguard.errors import ConfigurationError, PayloadMismatchError
+from inboxguard.errors import PayloadMismatchError
 from inboxguard.inbox._decide import (
+    SQLALCHEMY_BOUNDARY,
+    BoundaryAdvice,
     Delivery,
+    boundary_error,
     busy_error,
     prepare,
     refusal_values,
     result_json,
+    results_vanished_error,
     stale_error,
     verdict,
 )
 from inboxguard.inbox._records import InboxEntry, QuarantineReason
-from inboxguard.sql.dialects import Claim, InboxStatements, inbox_statements_for
+from inboxguard.sql.dialects import InboxStatements, inbox_statements_for
+from inboxguard.sql.dialects.base.inbox import Steps
 from inboxguard.sql.errors import INBOX_SCHEMA, is_busy, is_retryable, schema_required
 from inboxguard.sql.tables import InboxTables
 
@@ -73,7 +78,14 @@ __all__ = [
     "HandOver",
     "Request",
     "WriteQuarantine",
+    "resume",
+    "run_steps",
+    "unexpected",
 ]
+
+_E = TypeVar("_E")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +106,21 @@ class WriteQuarantine:
     """Upsert a quarantine record in a transaction of its own; reply True once
     written, False (after logging the record) when the write failed.
 
-    ``statement`` builds the upsert for the dialect of the connection the
-    driver writes on.
+    ``statement`` builds the upsert for the dialect of the connection a SQL
+    driver writes on; a store that keeps its records its own way (Redis)
+    leaves it None.
     """
 
-    statement: Callable[[SaDialect], Executable]
+    statement: Callable[[SaDialect], Executable] | None
     values: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class HandOver:
-    """Run the caller's block with ``entry``; reply with its :class:`BlockExit`."""
+class HandOver(Generic[_E]):
+    """Run the caller's block with ``entry`` (an :class:`~._records.InboxEntry`,
+    or a batch's :class:`~._batch.InboxBatch`); reply with its :class:`BlockExit`."""
 
-    entry: InboxEntry
+    entry: _E
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +131,34 @@ class BlockExit:
     in, still open (savepoints inside the block may come and go);
     ``error``: what the block raised, None when it exited normally. When the
     block raised and the flow ends without an error of its own, the driver
-    re-raises ``error``.
+    re-raises ``error``. ``queued``: for a store whose block only queues its
+    writes (a Redis pipeline), the commands the block queued.
     """
 
     kept: bool
     error: Exception | None = None
+    queued: tuple[tuple[Any, ...], ...] = ()
 
 
-Request = Connect | Execute | WriteQuarantine | HandOver
+Request = Connect | Execute | WriteQuarantine | HandOver[InboxEntry]
 GuardFlow = Generator[Request, Any, None]
+
+
+def resume(
+    flow: Generator[_R, Any, None], reply: Any = None, error: BaseException | None = None
+) -> _R | None:
+    """Send the reply (or throw the error) into a flow; its next request, None
+    once it is done. Every driver of every flow steps it this way."""
+    try:
+        return flow.send(reply) if error is None else flow.throw(error)
+    except StopIteration:
+        return None
+
+
+def unexpected(request: object) -> NoReturn:
+    """A driver met a request it does not perform at this point."""
+    msg = f"the guard flow asked for {request!r} out of order"
+    raise RuntimeError(msg)
 
 
 class GuardFlows:
@@ -142,13 +175,13 @@ class GuardFlows:
         telemetry: Telemetry | None = None,
         partitioned: bool = False,
     ) -> None:
-        self._tables = tables
+        self.tables = tables
         self._partitioned = partitioned
         self._boundary = boundary or SQLALCHEMY_BOUNDARY
         self.telemetry = telemetry or telemetry_for(False)
-        self._retention = retention
-        self._clock = clock
-        self._lock_timeout = lock_timeout
+        self.retention = retention
+        self.clock = clock
+        self.lock_timeout = lock_timeout
         self._dialects: dict[SaDialect, InboxStatements] = {}  # per engine: each one is checked
 
     def guard(
@@ -162,18 +195,20 @@ class GuardFlows:
     ) -> GuardFlow:
         """The guard of one delivery, from validation to the stored result."""
         delivery = self._prepare(consumer, command_id, payload, exclude, details)
-        stale = stale_error(delivery, sent_at, self._retention) if sent_at is not None else None
+        stale = stale_error(delivery, sent_at, self.retention) if sent_at is not None else None
         # The one place a claim's outcome is decided, for every adapter and driver.
         probe = self.telemetry.claim(delivery.consumer, delivery.command_id)
         try:
             dialect = self.dialect((yield Connect()))
             if stale is not None:
-                yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
+                yield self.refusal(delivery, QuarantineReason.BEYOND_RETENTION)
                 raise stale
-            claim = yield from _claim(dialect, delivery)
+            claim = yield from run_steps(
+                dialect.claim(delivery.params), delivery.consumer, [delivery.command_id]
+            )
             found = verdict(delivery, claim)
             if isinstance(found, PayloadMismatchError):
-                yield self._refusal(
+                yield self.refusal(
                     delivery, QuarantineReason.PAYLOAD_MISMATCH, stored_digest=found.stored_digest
                 )
                 raise found
@@ -189,14 +224,18 @@ class GuardFlows:
                 # A lost connection or a lock timeout inside the block ended
                 # the transaction: the error says why, and a retry is safe.
                 raise end.error
-            raise _boundary_error(delivery, self._boundary) from end.error
+            raise boundary_error(
+                delivery.consumer, [delivery.command_id], self._boundary
+            ) from end.error
         if end.error is None and found._result_set and found.result is not None:  # noqa: SLF001
             params = dialect.store_result_params(
                 delivery.consumer, delivery.command_id, result_json(found)
             )
             stored = yield Execute(dialect.store_result_stmt, params)
             if stored.rowcount != 1:
-                raise _vanished_error(delivery, stored.rowcount)
+                raise results_vanished_error(
+                    delivery.consumer, [delivery.command_id], stored.rowcount
+                )
         if faults.hook is not None and end.error is None:
             faults.reach(faults.FaultPoint.BEFORE_COMMIT, delivery.command_id)
 
@@ -210,14 +249,14 @@ class GuardFlows:
         details: Mapping[str, Any] | None,
     ) -> WriteQuarantine:
         """The request that refuses a delivery durably (no guard, no claim)."""
-        return self._refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
+        return self.refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
 
     def dialect(self, sa_dialect: SaDialect) -> InboxStatements:
         """The (cached) inbox dialect of a SQLAlchemy dialect."""
         found = self._dialects.get(sa_dialect)
         if found is None:
             found = inbox_statements_for(
-                sa_dialect, self._tables, self._lock_timeout, partitioned=self._partitioned
+                sa_dialect, self.tables, self.lock_timeout, partitioned=self._partitioned
             )
             self._dialects[sa_dialect] = found
         return found
@@ -239,64 +278,26 @@ class GuardFlows:
             payload,
             exclude,
             details,
-            retention=self._retention,
-            clock=self._clock,
+            retention=self.retention,
+            clock=self.clock,
         )
 
-    def _refusal(
+    def refusal(
         self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
     ) -> WriteQuarantine:
+        """The request that quarantines ``delivery`` (a batch's entries too)."""
         values = refusal_values(delivery, reason, stored_digest=stored_digest)
         return WriteQuarantine(self._upsert_quarantine, values)
 
 
-@dataclass(frozen=True, slots=True)
-class BoundaryAdvice:
-    """How a driver's caller ends its transaction by mistake inside the block
-    (``causes``) and how to fail one step safely instead (``savepoint``), for
-    the error the flow raises when the transaction did not outlive the block."""
-
-    causes: str
-    savepoint: str
-
-
-#: The advice for SQLAlchemy sessions and connections (the sync and async drivers).
-SQLALCHEMY_BOUNDARY = BoundaryAdvice(
-    causes=(
-        "session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a failed flush"
-    ),
-    savepoint="session.begin_nested() (a savepoint)",
-)
-
-
-def _boundary_error(delivery: Delivery, advice: BoundaryAdvice) -> ConfigurationError:
-    msg = (
-        f"the transaction of command {delivery.command_id!r} (consumer"
-        f" {delivery.consumer!r}) was committed or rolled back inside the guarded block"
-        f" ({advice.causes}): the inbox row no longer commits with the block's changes, so"
-        " the command could be lost or applied twice. Never commit or roll back inside"
-        f" the block; wrap a step that may fail in {advice.savepoint}"
-        " and let the caller end the transaction after the block. Roll back now"
-    )
-    return ConfigurationError(msg)
-
-
-def _vanished_error(delivery: Delivery, rowcount: int) -> ConfigurationError:
-    msg = (
-        f"storing the result of command {delivery.command_id!r} (consumer"
-        f" {delivery.consumer!r}) matched {rowcount} inbox rows instead of 1: its claim"
-        " was deleted or rolled back inside the guarded block. Never delete the inbox"
-        " row or roll back past the claim inside the block. Roll back now"
-    )
-    return ConfigurationError(msg)
-
-
-def _claim(dialect: InboxStatements, delivery: Delivery) -> Generator[Execute, Result[Any], Claim]:
-    """Run the dialect's claim one :class:`Execute` at a time; a busy database
-    (thrown in by the driver) becomes :class:`~inboxguard.InProgressError`.
-    A statement's error is thrown into the dialect's steps first, so the
-    dialect can put a connection setting back before it passes on."""
-    steps = dialect.claim(delivery.params)
+def run_steps(
+    steps: Steps[_T], consumer: str, command_ids: Sequence[str]
+) -> Generator[Execute, Result[Any], _T]:
+    """Run a dialect's statement steps (a claim, a batch's read) one
+    :class:`Execute` at a time; a busy database (thrown in by the driver)
+    becomes :class:`~inboxguard.InProgressError` naming ``command_ids``.
+    A statement's error is thrown into the steps first, so the dialect can
+    put a connection setting back before it passes on."""
     try:
         step = next(steps)
         while True:
@@ -307,11 +308,11 @@ def _claim(dialect: InboxStatements, delivery: Delivery) -> Generator[Execute, R
             else:
                 step = steps.send(reply)
     except StopIteration as done:
-        claim: Claim = done.value
-        return claim
+        value: _T = done.value
+        return value
     except DBAPIError as error:
         if is_busy(error):
-            raise busy_error(delivery) from error
+            raise busy_error(consumer, command_ids) from error
         # A database without the inbox tables: say how to create them.
         with schema_required(INBOX_SCHEMA):
             raise

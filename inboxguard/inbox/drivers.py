@@ -24,6 +24,8 @@ from inboxguard.inbox._flow import (
     HandOver,
     Request,
     WriteQuarantine,
+    resume,
+    unexpected,
 )
 from inboxguard.inbox._handlers import SentAtSpec, registering, sync_handler
 from inboxguard.inbox._quarantine import log_not_written, log_write_failure
@@ -45,5 +47,7 @@ __all__ = [
     "log_write_failure",
     "quarantine_sync",
     "registering",
+    "resume",
     "sync_handler",
+    "unexpected",
 ]

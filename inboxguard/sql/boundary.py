@@ -67,7 +67,7 @@ from inboxguard.sql.driver_commit import refuse_driver_commit
 if TYPE_CHECKING:
     from sqlalchemy.engine import NestedTransaction
 
-__all__ = ["Boundary", "NoBoundary", "begin_driver_transaction", "open_boundary"]
+__all__ = ["Boundary", "begin_driver_transaction", "open_boundary"]
 
 _SAVEPOINT_CLAUSES = (SavepointClause, ReleaseSavepointClause, RollbackToSavepointClause)
 _ENDS: dict[SaDialect, Callable[[str], bool]] = {}  # per dialect: its database's reading
@@ -123,19 +123,13 @@ def begin_driver_transaction(conn: Connection) -> bool:
 class Boundary:
     """The savepoint around one guarded block and the refusals while it runs.
 
-    Built by the drivers once the savepoint is open (``nested``: the
-    session's or connection's nested transaction); :meth:`watch` and
+    Built by :func:`open_boundary` (``nested``: the session's or
+    connection's nested transaction, None until :meth:`open_late`) and
+    driven through one delivery by
+    :class:`~inboxguard.sql.savepoint.GuardSavepoint`; :meth:`watch` and
     :meth:`unwatch` bracket the caller's block; :meth:`kept` says whether the
     claim's transaction outlived it.
     """
-
-    #: False: a savepoint is open (see :class:`NoBoundary`).
-    absent = False
-
-    @staticmethod
-    def none() -> NoBoundary:
-        """The boundary of a block before (or without) any statement of the guard."""
-        return NoBoundary()
 
     __slots__ = (
         "_conn",
@@ -433,33 +427,3 @@ def _ends_savepoint(statement: str, name: str) -> bool:
         if words[0] in {"RELEASE", "ROLLBACK"} and upper in words[1:]:
             return True
     return False
-
-
-class NoBoundary:
-    """No savepoint yet: a batch that has run no statement (an empty batch, or
-    every entry refused) has no claim to keep apart, and sends nothing."""
-
-    __slots__ = ()
-
-    #: True: nothing was opened; the driver opens a :class:`Boundary` before
-    #: its first statement.
-    absent = True
-
-    def open_late(self) -> None:
-        """Nothing to open."""
-
-    def watch(self, label: str) -> None:
-        """Nothing to watch."""
-
-    def unwatch(self) -> None:
-        """Nothing to stop."""
-
-    def kept(self, mark: TransactionMark) -> bool:
-        """SQLAlchemy's bookkeeping alone."""
-        return transaction_kept(mark)
-
-    def release(self) -> None:
-        """Nothing to release."""
-
-    def abandon(self, kept: bool) -> None:
-        """Nothing to roll back."""

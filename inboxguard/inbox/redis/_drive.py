@@ -16,28 +16,30 @@ import inspect
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
-from typing import Any, NoReturn
+from typing import Any
 
 from inboxguard._core.context import entry_var, session_var
 from inboxguard._telemetry import OUTCOME, Telemetry
 from inboxguard.errors import ConfigurationError
 from inboxguard.inbox._drive import handler_span
+from inboxguard.inbox._flow import resume, unexpected
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._keys import KeySpace
 from inboxguard.inbox.redis._requests import (
-    Begin,
     BlockExit,
     ClaimLease,
     Commit,
+    Connect,
     HandOver,
     Inspect,
+    Multi,
     Pause,
     RedisFlow,
-    Refuse,
     Release,
     Request,
     SlotTable,
+    WriteQuarantine,
     found_from_hash,
     found_from_reply,
 )
@@ -55,10 +57,8 @@ __all__ = [
     "quarantine_args",
     "queue_of",
     "queued_commands",
-    "resume",
     "run_script",
     "still_ours",
-    "unexpected",
     "write_quarantine",
 ]
 
@@ -139,18 +139,6 @@ def no_script(error: Exception) -> bool:
     return type(error).__name__ == "NoScriptError" or "NOSCRIPT" in str(error)
 
 
-def resume(flow: RedisFlow, reply: Any = None, error: Exception | None = None) -> Request | None:
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)
-    except StopIteration:
-        return None
-
-
-def unexpected(request: object) -> NoReturn:
-    msg = f"the Redis guard flow asked for {request!r} out of order"
-    raise RuntimeError(msg)
-
-
 def is_watch_error(error: BaseException) -> bool:
     from redis.exceptions import WatchError  # noqa: PLC0415 - redis is optional
 
@@ -220,13 +208,22 @@ class _Sync:
         self.telemetry = telemetry
         self.entry: InboxEntry | None = None
         self.watching = self.checked = False
+        self.mark: object = None  # the first command of the guard's claim
+        self.ours = 0  # how many commands of the queue are the guard's
 
     def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
         pipe = self.pipe
         match request:
-            case Begin():
+            case Connect():
                 check_pipeline(pipe, asynchronous=False)
                 self.checked = True
+                return None
+            case Multi(claim):
+                pipe.multi()
+                for command in claim:
+                    pipe.execute_command(*command)
+                self.mark = first_queued(pipe) if claim else None
+                self.ours = len(claim)
                 return None
             case ClaimLease(keys, token, lease_ms):
                 if not self.watching:
@@ -255,7 +252,7 @@ class _Sync:
             case Release(keys, token):
                 run_script(self.client, RELEASE, [keys.lease], [token])
                 return None
-            case Refuse(values):
+            case WriteQuarantine(_, values):
                 return write_quarantine(self.client, self.keys, values)
             case _:
                 return unexpected(request)
@@ -297,11 +294,7 @@ def drive_sync(
                 if not isinstance(request, HandOver):
                     request = driver.step(flow, request)
                     continue
-                pipe.multi()
-                for command in request.claim:
-                    pipe.execute_command(*command)
-                mark = first_queued(pipe) if request.claim else None
-                ours = len(request.claim)
+                mark, ours = driver.mark, driver.ours
                 token = session_var.set(pipe)
                 driver.entry = request.entry
                 entry_var.set(request.entry)  # kept after the block: see current_entry()
@@ -309,14 +302,14 @@ def drive_sync(
                     with handler_span(telemetry, request.entry):
                         yield request.entry
                 except Exception as error:
-                    end = BlockExit(still_ours(pipe, mark), (), error)
+                    end = BlockExit(still_ours(pipe, mark), error)
                     pipe.reset()
                     driver.finish(flow, resume(flow, end))
                     raise
                 finally:
                     session_var.reset(token)
                 kept = still_ours(pipe, mark)
-                end = BlockExit(kept, queued_commands(pipe, ours) if kept else ())
+                end = BlockExit(kept, queued=queued_commands(pipe, ours) if kept else ())
                 request = resume(flow, end)
         finally:
             if driver.checked:  # never touch an object that is not a fresh pipeline

@@ -12,6 +12,7 @@ from typing import Any
 from inboxguard._core.context import entry_var, session_var
 from inboxguard._telemetry import Telemetry
 from inboxguard.inbox._drive import handler_span
+from inboxguard.inbox._flow import resume, unexpected
 from inboxguard.inbox._quarantine import log_write_failure
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._drive import (
@@ -23,24 +24,23 @@ from inboxguard.inbox.redis._drive import (
     no_script,
     quarantine_args,
     queued_commands,
-    resume,
     still_ours,
-    unexpected,
 )
 from inboxguard.inbox.redis._keys import KeySpace
 from inboxguard.inbox.redis._requests import (
-    Begin,
     BlockExit,
     ClaimLease,
     Commit,
+    Connect,
     HandOver,
     Inspect,
+    Multi,
     Pause,
     RedisFlow,
-    Refuse,
     Release,
     Request,
     SlotTable,
+    WriteQuarantine,
     found_from_hash,
     found_from_reply,
 )
@@ -67,6 +67,8 @@ class _Async:
         self.telemetry = telemetry
         self.entry: InboxEntry | None = None
         self.watching = self.checked = False
+        self.mark: object = None  # the first command of the guard's claim
+        self.ours = 0  # how many commands of the queue are the guard's
         self._client: Any = None
 
     @property
@@ -81,9 +83,16 @@ class _Async:
     async def perform(self, request: Request) -> Any:  # noqa: PLR0911, PLR0912 - one case per request
         pipe = self.pipe
         match request:
-            case Begin():
+            case Connect():
                 check_pipeline(pipe, asynchronous=True)
                 self.checked = True
+                return None
+            case Multi(claim):
+                pipe.multi()
+                for command in claim:
+                    pipe.execute_command(*command)
+                self.mark = first_queued(pipe) if claim else None
+                self.ours = len(claim)
                 return None
             case ClaimLease(keys, token, lease_ms):
                 if not self.watching:
@@ -115,7 +124,7 @@ class _Async:
             case Release(keys, token):
                 await run_script_async(self.client, RELEASE, [keys.lease], [token])
                 return None
-            case Refuse(values):
+            case WriteQuarantine(_, values):
                 try:
                     script_keys, args = quarantine_args(self.keys, values)
                     await run_script_async(self.client, QUARANTINE, script_keys, args)
@@ -162,11 +171,7 @@ async def drive_async(
                 if not isinstance(request, HandOver):
                     request = await driver.step(flow, request)
                     continue
-                pipe.multi()
-                for command in request.claim:
-                    pipe.execute_command(*command)
-                mark = first_queued(pipe) if request.claim else None
-                ours = len(request.claim)
+                mark, ours = driver.mark, driver.ours
                 token = session_var.set(pipe)
                 driver.entry = request.entry
                 entry_var.set(request.entry)  # kept after the block: see current_entry()
@@ -174,14 +179,14 @@ async def drive_async(
                     with handler_span(telemetry, request.entry):
                         yield request.entry
                 except Exception as error:
-                    end = BlockExit(still_ours(pipe, mark), (), error)
+                    end = BlockExit(still_ours(pipe, mark), error)
                     await pipe.reset()
                     await driver.finish(flow, resume(flow, end))
                     raise
                 finally:
                     session_var.reset(token)
                 kept = still_ours(pipe, mark)
-                end = BlockExit(kept, queued_commands(pipe, ours) if kept else ())
+                end = BlockExit(kept, queued=queued_commands(pipe, ours) if kept else ())
                 request = resume(flow, end)
         finally:
             if driver.checked:

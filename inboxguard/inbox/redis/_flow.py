@@ -5,20 +5,21 @@ Every decision is :mod:`inboxguard.inbox._decide`'s, as in the SQL flow
 horizon, the verdict on stored evidence (fresh, duplicate, mismatch), the
 in-progress and stale errors, the result's encoding, and the quarantine
 record's values. What differs is only the I/O, asked for by yielding a
-request that a driver (:mod:`._drive`, sync and asyncio) performs:
+request that a driver (:mod:`._drive`, sync and asyncio) performs, in the
+SQL flow's words where the stores do the same (:mod:`._requests`):
 
 1. validate the delivery (no I/O; bad input raises);
-2. :class:`Begin`: the driver checks the caller's pipeline (transactional,
+2. :class:`Connect`: the driver checks the caller's pipeline (transactional,
    nothing queued yet, not in ``MULTI``);
-3. a ``sent_at`` older than the horizon: :class:`Refuse` (quarantine), then
+3. a ``sent_at`` older than the horizon: :class:`WriteQuarantine`, then
    :class:`~inboxguard.BeyondRetentionError`;
 4. :class:`ClaimLease`: ``WATCH`` the evidence key, then, in one script,
    read the evidence or take the command's lease; while another delivery
    holds the lease, :class:`Pause` and ask again until ``lock_timeout``
    (then :class:`~inboxguard.InProgressError`);
 5. the verdict: a mismatch is quarantined and raised; a fresh or duplicate
-   entry is handed to the caller's block (:class:`HandOver`) with, for a
-   fresh one, the claim queued first inside ``MULTI``;
+   entry is handed to the caller's block (:class:`HandOver`) after
+   :class:`Multi` (for a fresh one, the claim queued first inside ``MULTI``);
 6. the block's exit: a pipeline executed or reset inside the block is a
    :class:`~inboxguard.ConfigurationError`; on a cluster every queued key
    must be in the command's hash slot;
@@ -56,20 +57,21 @@ from inboxguard.inbox._records import InboxEntry, QuarantineReason
 from inboxguard.inbox.redis._keys import CommandKeys, KeySpace, slot_of
 from inboxguard.inbox.redis._requests import (
     POLL_INTERVAL,
-    Begin,
     BlockExit,
     ClaimLease,
     Command,
     Commit,
+    Connect,
     Found,
     HandOver,
     Inspect,
+    Multi,
     Pause,
     RedisFlow,
-    Refuse,
     Release,
     Request,
     SlotTable,
+    WriteQuarantine,
 )
 from inboxguard.sql.dialects import Claim
 
@@ -109,7 +111,7 @@ class RedisFlows:
         # Counted and traced as the SQL flow does: once, at the verdict.
         probe = self.telemetry.claim(delivery.consumer, delivery.command_id)
         try:
-            yield Begin()
+            yield Connect()
             if stale is not None:
                 yield self._refusal(delivery, QuarantineReason.BEYOND_RETENTION)
                 raise stale
@@ -121,9 +123,8 @@ class RedisFlows:
             raise
         fresh = found.state == "fresh"
         probe.decided("fresh" if fresh else "duplicate")
-        end: BlockExit = yield HandOver(
-            entry, self._claim_commands(delivery, keys) if fresh else ()
-        )
+        yield Multi(self._claim_commands(delivery, keys) if fresh else ())
+        end: BlockExit = yield HandOver(entry)
         applied = True
         try:
             if not end.kept:
@@ -151,7 +152,7 @@ class RedisFlows:
         reason: str,
         exclude: Iterable[str],
         details: Mapping[str, Any] | None,
-    ) -> Refuse:
+    ) -> WriteQuarantine:
         """The request that refuses a delivery durably (no guard, no claim)."""
         return self._refusal(self._prepare(consumer, command_id, payload, exclude, details), reason)
 
@@ -171,7 +172,7 @@ class RedisFlows:
                 return found
             left = found.lease_left_ms / 1000 if deadline is None else deadline - time.monotonic()
             if left <= 0:
-                raise busy_error(delivery)
+                raise busy_error(delivery.consumer, [delivery.command_id])
             yield Pause(min(POLL_INTERVAL, left))
 
     def _verdict(self, delivery: Delivery, found: Found) -> Generator[Request, Any, InboxEntry]:
@@ -271,9 +272,9 @@ class RedisFlows:
 
     def _refusal(
         self, delivery: Delivery, reason: str, *, stored_digest: str | None = None
-    ) -> Refuse:
+    ) -> WriteQuarantine:
         values = refusal_values(delivery, reason, stored_digest=stored_digest)
-        return Refuse(values)
+        return WriteQuarantine(None, values)
 
 
 def _boundary_error(delivery: Delivery) -> ConfigurationError:

@@ -1,5 +1,14 @@
 """The requests of the Redis guard flow (:mod:`._flow`) and the replies its
-drivers (:mod:`._drive`, :mod:`._drive_async`) decode for it."""
+drivers (:mod:`._drive`, :mod:`._drive_async`) decode for it.
+
+The flow speaks the SQL guard's vocabulary (:mod:`inboxguard.inbox._flow`)
+wherever the two stores do the same thing: :class:`Connect` (check the
+caller's pipeline; reply None), :class:`WriteQuarantine` (a record outside
+the caller's transaction, without a SQL statement), :class:`HandOver` and
+:class:`BlockExit` (with the commands the block queued). The requests below
+are what only a Redis pipeline does: the lease, ``MULTI``, the slot check,
+``EXEC`` and the reads and releases beside it.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +18,27 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inboxguard.inbox._flow import BlockExit, Connect, HandOver, WriteQuarantine
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox.redis._keys import CommandKeys
 
 __all__ = [
     "POLL_INTERVAL",
-    "Begin",
     "BlockExit",
     "ClaimLease",
     "Command",
     "Commit",
+    "Connect",
     "Found",
     "HandOver",
     "Inspect",
+    "Multi",
     "Pause",
     "RedisFlow",
-    "Refuse",
     "Release",
     "Request",
     "SlotTable",
+    "WriteQuarantine",
     "decoded_result",
     "found_from_hash",
     "found_from_reply",
@@ -37,19 +48,6 @@ __all__ = [
 POLL_INTERVAL = 0.02
 
 Command = tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Begin:
-    """Check the caller's pipeline; reply None."""
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """Write (or count again) a quarantine record outside the caller's
-    transaction; reply True once written, False after logging it."""
-
-    values: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,23 +78,11 @@ class Pause:
 
 
 @dataclass(frozen=True, slots=True)
-class HandOver:
-    """Start ``MULTI``, queue ``claim``, run the caller's block with ``entry``;
-    reply a :class:`BlockExit`."""
+class Multi:
+    """Start ``MULTI`` and queue ``claim`` first (the guard's mark that the
+    queue is still its own); reply None. The :class:`HandOver` follows."""
 
-    entry: InboxEntry
     claim: tuple[Command, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BlockExit:
-    """How the block ended: ``kept`` when the pipeline is still in the ``MULTI``
-    the guard started (with its claim queued first); ``queued``: the caller's
-    commands; ``error``: what the block raised (the driver re-raises it)."""
-
-    kept: bool
-    queued: tuple[Command, ...] = ()
-    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +117,18 @@ class Release:
     token: str
 
 
-Request = Begin | Refuse | ClaimLease | Pause | HandOver | SlotTable | Commit | Inspect | Release
+Request = (
+    Connect
+    | WriteQuarantine
+    | ClaimLease
+    | Pause
+    | Multi
+    | HandOver[InboxEntry]
+    | SlotTable
+    | Commit
+    | Inspect
+    | Release
+)
 RedisFlow = Generator[Request, Any, None]
 
 

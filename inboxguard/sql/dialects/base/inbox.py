@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -24,6 +24,7 @@ from sqlalchemy import Executable, Table, and_, bindparam, select, update
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.engine import Dialect as SaDialect
 
+from inboxguard._core.identity import named_commands
 from inboxguard.errors import InProgressError
 from inboxguard.sql.direct import execute
 from inboxguard.sql.table_text import table_text
@@ -39,6 +40,7 @@ __all__ = [
     "Step",
     "Steps",
     "Watermark",
+    "claim_vanished_error",
     "drive",
     "on_conflict_quarantine",
 ]
@@ -63,6 +65,21 @@ def drive(conn: Connection, steps: Steps[_T]) -> _T:
     except StopIteration as done:
         value: _T = done.value
         return value
+
+
+def claim_vanished_error(consumer: str, command_ids: Sequence[str]) -> InProgressError:
+    """The error of a claim (of one command, or of a batch's) whose conflicting
+    rows were deleted before they could be read on every one of its
+    :data:`CLAIM_ATTEMPTS` tries."""
+    one = len(command_ids) == 1
+    msg = (
+        f"the evidence {'row' if one else 'rows'} of {named_commands(command_ids)} of consumer"
+        f" {consumer!r} {'was' if one else 'were'} deleted between the claim's insert and its"
+        f" read {CLAIM_ATTEMPTS} times in a row (a purge or an operator deleting"
+        f" {'it' if one else 'them'} concurrently); nothing was applied: roll back and deliver"
+        " it again later"
+    )
+    return InProgressError(msg, consumer=consumer, command_id=command_ids[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +149,7 @@ class InboxStatements(ABC):
             found = yield from self.attempt(params)
             if found is not None:
                 return found
-        msg = (
-            f"the evidence row of command {params['command_id']!r} of consumer"
-            f" {params['consumer']!r} was deleted between the claim's insert and its read"
-            f" {CLAIM_ATTEMPTS} times in a row (a purge or an operator deleting it"
-            " concurrently); nothing was applied: roll back and deliver it again later"
-        )
-        raise InProgressError(msg, consumer=params["consumer"], command_id=params["command_id"])
+        raise claim_vanished_error(params["consumer"], [params["command_id"]])
 
     @abstractmethod
     def attempt(self, params: Mapping[str, Any]) -> Steps[Claim | None]:
