@@ -3,10 +3,10 @@
 Neither library has a retry policy of its own, so these consumers retry by
 republishing: a failed attempt publishes a copy carrying the next attempt
 number and a not-before time, then acks the original. :class:`Redelivery`
-holds that policy and :meth:`Attempt.settle` turns one attempt's result into
-a :class:`Step` (:func:`~._script.step_of`, the delivery script's); each
-consumer only performs the step, synchronously (kombu) or awaited
-(aio-pika). :class:`Step` lives in :mod:`._script` and is importable here.
+holds that policy and :class:`Attempt` one delivery's number, wait, copy
+headers and log line; the delivery script (:mod:`._script`) decides the
+:class:`Step` and each consumer only performs it, synchronously (kombu) or
+awaited (aio-pika, Kafka). :class:`Step` lives in :mod:`._script` and is importable here.
 """
 
 from __future__ import annotations
@@ -24,12 +24,9 @@ from inboxguard.adapters._delivery import (
     seconds_until_due,
 )
 from inboxguard.adapters._outcome import (
-    Disposition,
-    Outcome,
     log_refusal,
     log_requeued,
     out_of_attempts,
-    outcome_of,
 )
 from inboxguard.adapters._script import Rules, Step, step_of
 from inboxguard.adapters._sent_time import SentTimeCheck
@@ -56,7 +53,7 @@ class Redelivery:
     def rules(sent_time: SentTimeCheck) -> Rules:
         """The delivery script's rules of these consumers: a handler's failure
         is retried (there is no failure path to hand it to), and a delivery
-        that cannot be read is refused (see :meth:`Attempt.judge`)."""
+        that cannot be read is refused (once its quarantine record is written)."""
         return Rules(sent_time, retry_failures=True, refuse_unreadable=True)
 
     def receive(self, headers: Mapping[str, Any] | None, consumer: str) -> Attempt:
@@ -94,34 +91,10 @@ class Attempt:
         (this same attempt again) publishes."""
         return self.next_headers() if step is Step.RETRY else self.requeue_headers()
 
-    def judge(self, error: Exception) -> Outcome:
-        """The outcome of this attempt ending with ``error`` (a handler's
-        exception is retried like a transient one: these consumers have no
-        failure path of their own; an inboxguard error that declares a
-        failure is refused, never retried)."""
-        return outcome_of(error, last_attempt=lambda: self.last_attempt(error), retry_failures=True)
-
-    @staticmethod
-    def unusable() -> Outcome:
-        """The outcome of a delivery with no usable command ID, payload or sent
-        time: refused (once its quarantine record is written)."""
-        return Outcome(Disposition.REFUSE)
-
     def last_attempt(self, error: Exception) -> bool:
         """Whether this is the last attempt allowed (a :class:`~._script.Reading`'s
         ``last_attempt``: the error does not change it)."""
         return out_of_attempts(self.number, self.policy.max_attempts)
-
-    def settle(self, outcome: Outcome, error: Exception, command_id: str, delivery: Any) -> Step:
-        """The step after an attempt that ended with ``error``, logged.
-
-        ``outcome`` has been through ``Outcome.recorded`` when it needed a
-        quarantine record; ``delivery`` is logged with a refusal the inbox did
-        not quarantine.
-        """
-        step = step_of(outcome)
-        self.report(step, error, command_id, delivery)
-        return step
 
     def report(
         self, step: Step, error: BaseException, command_id: str | None, delivery: Any

@@ -40,7 +40,6 @@ from typing import Any
 from inboxguard import QuarantineReason
 from inboxguard.adapters._evidence import Refused, command_id_of
 from inboxguard.adapters._outcome import Disposition, Outcome, outcome_of
-from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.errors import InboxGuardError
 
 __all__ = [
@@ -83,6 +82,9 @@ class Step(enum.Enum):
 class Rules:
     """How one consumer judges its deliveries (fixed when it is declared).
 
+    ``sent_time`` is the rule for the sent time read off a delivery (a
+    :class:`~._sent_time.SentTimeCheck`, or the time as it is where no
+    producer stamps it: Orch8's engine).
     ``retry_failures``, ``failure_path_retries`` and ``transient`` are
     :func:`~._outcome.outcome_of`'s. ``refuse_unreadable``: a delivery whose
     body, command ID or sent time cannot be read is refused outright (the
@@ -92,7 +94,7 @@ class Rules:
     it, or drops it on a broker without a dead-letter queue).
     """
 
-    sent_time: SentTimeCheck
+    sent_time: Callable[[dt.datetime | None], dt.datetime | None]
     retry_failures: bool = False
     failure_path_retries: bool = False
     refuse_unreadable: bool = False

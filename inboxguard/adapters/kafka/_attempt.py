@@ -10,9 +10,11 @@ attempt count lives in the worker: a worker killed mid-retry starts the
 count again, so a record may get more attempts than ``max_attempts``, never
 fewer.
 
-:class:`Reader` turns a record into a :class:`Prepared` command (or an
-unusable one) and :meth:`Reader.attempt` runs one attempt to the step the
-shared redelivery policy decides; ``_settle`` performs it.
+:class:`Reader` reads a record for the delivery script
+(:func:`~inboxguard.adapters._script.deliver`), which decides the rest:
+:meth:`Reader.attempt` drives one attempt to the step it settles with
+(``_settle`` performs it), :meth:`Reader.prepare` the command a batch
+guards (or the refusal of an unusable record).
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from inboxguard import Inbox, QuarantineReason
+from inboxguard import Inbox
 from inboxguard._core import headers as _headers
-from inboxguard.adapters._evidence import Refused, command_id_of, record_refusal_async
-from inboxguard.adapters._outcome import Outcome
-from inboxguard.adapters._redelivery import Redelivery, Step
+from inboxguard.adapters._drive import drive_async
+from inboxguard.adapters._evidence import Refused, record_refusal_async
+from inboxguard.adapters._redelivery import Attempt, Redelivery
+from inboxguard.adapters._script import Reading, Record, Run, Step, deliver
 from inboxguard.adapters._sent_time import SentTimeCheck
 from inboxguard.adapters.kafka._record import (
     RecordId,
@@ -56,22 +59,16 @@ Apply = Callable[["Prepared", int], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A record read for the guard: its decoded body and headers, its command
-    ID and sent time, what a quarantine record keeps of it (``refused``), or
-    ``error`` when it has no usable body, ID or time."""
+    """A record as the delivery script would guard it: its decoded body, its
+    command ID and sent time, what a quarantine record keeps of it
+    (``details``); or ``error`` when the script refuses it before the guard."""
 
     record: Any
     body: Any
-    headers: dict[str, Any]
     command_id: str | None
     sent_at: dt.datetime | None
-    refused: Refused
+    details: Mapping[str, Any]
     error: Exception | None = None
-
-    @property
-    def details(self) -> Mapping[str, Any]:
-        """The record's quarantine details."""
-        return self.refused.details
 
 
 class Reader:
@@ -99,42 +96,65 @@ class Reader:
         self.sent_check = SentTimeCheck(
             name, require=require_sent_at, stamp=_STAMP, option="require_sent_at", logger=logger
         )
+        self.rules = policy.rules(self.sent_check)
 
-    def prepare(self, record: Any, attempt: int = 1) -> Prepared:
-        """Read ``record``; an unusable one carries its ``error``."""
+    def reading(self, record: Any, attempt: Attempt) -> Reading:
+        """What the delivery script needs of ``record`` on ``attempt``:
+        its decoded body and details, and how to read its command ID and sent
+        time; the script decides what they make of it."""
         headers = headers_of(record)
         key = position_of(record)
         raw = {"body": _text(record.value), "headers": headers}
-        refused = Refused(self.name, None, key, raw, (), raw)
+        unread = Refused(self.name, None, key, raw, (), raw)
         try:
             body = self.decode(record.value)
-            details = details_of(record, body, headers, attempt)
-            cid = command_id_of(self.get_id, record, body, headers)
-            refused = Refused(self.name, cid, key, body, self.exclude, details)
-            sent_at = self.sent_check(sent_time_of(record, headers))
+            details = details_of(record, body, headers, attempt.number)
         except Exception as bad:
-            return Prepared(record, raw, headers, None, None, refused, bad)
-        return Prepared(record, body, headers, cid, sent_at, refused)
+            return Reading(unread, _unread, _unread, attempt.last_attempt, bad)
+        return Reading(
+            Refused(self.name, None, key, body, self.exclude, details),
+            command_id=lambda: self.get_id(record, body, headers),
+            sent_at=lambda: sent_time_of(record, headers),
+            last_attempt=attempt.last_attempt,
+            unread=unread,
+        )
 
-    async def attempt(self, prepared: Prepared, number: int, apply: Apply) -> Step:
-        """One attempt: the step it ends with."""
-        attempt = self.policy.receive({_headers.ATTEMPT: number}, self.name)
-        if prepared.error is not None:
-            outcome = attempt.unusable().recorded(
-                await self.record(prepared.error, prepared.refused, None)
-            )
-            key = prepared.refused.message_id or "?"
-            return attempt.settle(outcome, prepared.error, key, prepared.body)
-        assert prepared.command_id is not None  # a usable record has one
+    def prepare(self, record: Any, attempt: int = 1) -> Prepared:
+        """Read ``record`` for a batch; an unusable one carries its ``error``.
+
+        The delivery script decides, up to the guard: the command it would
+        run, or the refusal it would record (never written here: the batch
+        settles an unusable record alone, through :meth:`attempt`).
+        """
+        script = deliver(self.reading(record, self._attempt(attempt)), self.rules)
         try:
-            await apply(prepared, number)
-        except Exception as error:
-            outcome = attempt.judge(error)
-            if outcome.needs_record:
-                written = await self.record(error, prepared.refused, _reason(outcome))
-                outcome = outcome.recorded(written)
-            return attempt.settle(outcome, error, prepared.command_id, prepared.details)
-        return Step.ACK
+            request = next(script)
+        finally:
+            script.close()
+        if isinstance(request, Record):
+            return Prepared(record, None, None, None, request.refused.details, request.error)
+        return _prepared(record, request)
+
+    async def attempt(self, record: Any, number: int, apply: Apply) -> Step:
+        """One attempt of ``record``, by the delivery script: the step it ends
+        with, logged."""
+        attempt = self._attempt(number)
+
+        async def run(request: Run) -> None:
+            await apply(_prepared(record, request), number)
+
+        async def write(request: Record) -> bool:
+            return await self.record(request.error, request.refused, request.reason)
+
+        script = deliver(self.reading(record, attempt), self.rules)
+        settled = await drive_async(script, run, write)
+        if settled.error is not None:
+            attempt.report(settled.step, settled.error, settled.name, settled.shown)
+        return settled.step
+
+    def _attempt(self, number: int) -> Attempt:
+        """Attempt ``number`` of a record (the count lives in this worker)."""
+        return self.policy.receive({_headers.ATTEMPT: number}, self.name)
 
     async def record(self, error: BaseException, refused: Refused, reason: str | None) -> bool:
         """Whether a quarantine record now holds the record (written through the
@@ -147,8 +167,13 @@ class Reader:
         return await record_refusal_async(self.inbox, engine, error, refused, reason)
 
 
-def _reason(outcome: Outcome) -> str | None:
-    return QuarantineReason.RETRIES_EXHAUSTED if outcome.exhausted else None
+def _prepared(record: Any, run: Run) -> Prepared:
+    """The command the script asked to run for ``record``."""
+    return Prepared(record, run.payload, run.command_id, run.sent_at, run.details)
+
+
+def _unread() -> None:
+    """Nothing to read (the script asks for nothing of an undecodable body)."""
 
 
 def _text(value: Any) -> str:

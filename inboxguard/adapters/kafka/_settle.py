@@ -53,7 +53,7 @@ class Settler:
         record and dead-lettered)."""
         number = 1
         while True:
-            step = await self.reader.attempt(self.reader.prepare(record, number), number, apply)
+            step = await self.reader.attempt(record, number, apply)
             if await self.perform(step, record):
                 return step
             attempt = self.reader.policy.receive({_headers.ATTEMPT: number}, self.reader.name)

@@ -2,8 +2,9 @@
 
 The task is completed or failed here, with the SDK's client, and never by the
 SDK's worker loop: that loop turns a failed completion into a ``fail``, which
-would fail a step whose changes already committed. The shared outcome policy
-decides the step; ``_settle`` holds the engine's verb for each.
+would fail a step whose changes already committed. The delivery script
+(:func:`~inboxguard.adapters._script.deliver`) decides the step; ``_settle``
+holds the engine's verb for each.
 """
 
 from __future__ import annotations
@@ -18,14 +19,10 @@ from orch8 import Orch8Client, Orch8Error, WorkerTask
 
 from inboxguard import Inbox
 from inboxguard._core import faults
-from inboxguard.adapters._evidence import (
-    Refused,
-    command_id_of,
-    record_refusal,
-    record_refusal_async,
-)
-from inboxguard.adapters._outcome import log_requeued, outcome_of
-from inboxguard.adapters._redelivery import Step, step_of
+from inboxguard.adapters._drive import drive_async
+from inboxguard.adapters._evidence import Refused, record_refusal, record_refusal_async
+from inboxguard.adapters._outcome import log_requeued
+from inboxguard.adapters._script import Reading, Record, Rules, Run, Settlement, Step, deliver
 from inboxguard.adapters._stores import transaction
 from inboxguard.adapters._transaction import transaction_async
 from inboxguard.adapters.orch8._settle import STALE_STATUSES, Report, step_id
@@ -107,26 +104,41 @@ class GuardedTask:
             beat.cancel()
 
     async def _run(self, task: WorkerTask, client: Orch8Client, worker_id: str) -> None:
+        """One task through the delivery script, settled by ``_settle``'s verbs."""
         details = _details(task)
-        report = Report(client, task, worker_id)
-        refused = Refused(self.consumer, None, task.id, task.params, (), details)
-        try:
-            cid = command_id_of(self._get_id, task)
-            refused = Refused(self.consumer, cid, task.id, task.params, self.exclude, details)
-            output = await self._apply(task, cid, details)
-        except Exception as error:
-            await report.perform(await self._judge(error, refused), error)
-            return
-        faults.reach(faults.FaultPoint.BEFORE_ACK, cid)
-        await report.perform(Step.ACK, output)
+        reading = Reading(
+            Refused(self.consumer, None, task.id, task.params, self.exclude, details),
+            command_id=lambda: self._get_id(task),
+            sent_at=lambda: _created_at(task),
+            last_attempt=_engine_counts,
+            unread=Refused(self.consumer, None, task.id, task.params, (), details),
+        )
+        output: list[Any] = []
 
-    async def _apply(self, task: WorkerTask, cid: str, details: Mapping[str, Any]) -> Any:
+        async def run(request: Run) -> None:
+            output.append(
+                await self._apply(task, request.command_id, request.sent_at, request.details)
+            )
+
+        async def record(request: Record) -> bool:
+            return await self._record(request.error, request.refused, request.reason)
+
+        settled = await drive_async(deliver(reading, _RULES), run, record)
+        report = Report(client, task, worker_id)
+        if settled.error is None:
+            faults.reach(faults.FaultPoint.BEFORE_ACK, settled.command_id)
+            await report.perform(Step.ACK, output[0])
+            return
+        await report.perform(_step(settled, settled.error, task), settled.error)
+
+    async def _apply(
+        self, task: WorkerTask, cid: str, sent_at: dt.datetime | None, details: Mapping[str, Any]
+    ) -> Any:
         """The task's transaction: the guard, the handler if fresh, the commit;
         return the result (the stored one for a duplicate)."""
         if self.sync_session_factory is not None:
-            return await asyncio.to_thread(self._apply_sync, task, cid, details)
+            return await asyncio.to_thread(self._apply_sync, task, cid, sent_at, details)
         assert self.session_factory is not None  # guarded() requires one of the two
-        sent_at = _created_at(task)
         async with (
             self.session_factory() as session,
             transaction_async(session, self.inbox, self.consumer, cid),
@@ -144,7 +156,9 @@ class GuardedTask:
                 entry.result = await self.handler(task)
         return entry.result
 
-    def _apply_sync(self, task: WorkerTask, cid: str, details: Mapping[str, Any]) -> Any:
+    def _apply_sync(
+        self, task: WorkerTask, cid: str, sent_at: dt.datetime | None, details: Mapping[str, Any]
+    ) -> Any:
         assert self.sync_session_factory is not None
         with (
             transaction(self.inbox, self.sync_session_factory, self.consumer, cid) as session,
@@ -154,7 +168,7 @@ class GuardedTask:
                 command_id=cid,
                 payload=task.params,
                 exclude=self.exclude,
-                sent_at=_created_at(task),
+                sent_at=sent_at,
                 details=details,
             ) as entry,
         ):
@@ -162,38 +176,53 @@ class GuardedTask:
                 entry.result = self.handler(task)
         return entry.result
 
-    async def _judge(self, error: Exception, refused: Refused) -> Step:
-        """The step of the failed task: a retry (the engine creates a new task,
-        attempt + 1) or a rejection (failed for good).
-
-        A refusal is failed for good once a quarantine record holds it; one
-        without a record is requeued (failed retryably), so the engine keeps
-        offering it. A transient error is retried; the handler's own exception
-        says which itself (``retryable``, as the SDK's worker reads it).
-        """
-        outcome = outcome_of(error, failure_path_retries=True)
-        if outcome.needs_record:
-            outcome = outcome.recorded(await self._record(error, refused))
-        own = Step.RETRY if getattr(error, "retryable", False) else Step.REJECT
-        step = step_of(outcome, failure=own)
-        if step is Step.REQUEUE:
-            log_requeued(logger, error, f"task {refused.message_id}")
-        elif outcome.refused:
-            logger.warning(
-                "task %s refused (quarantined): %s; failed for good", refused.message_id, error
-            )
-        return step
-
-    async def _record(self, error: Exception, refused: Refused) -> bool:
+    async def _record(self, error: Exception, refused: Refused, reason: str | None) -> bool:
         if self.sync_session_factory is not None:
-            return await asyncio.to_thread(record_refusal, self.inbox, error, refused)
+            return await asyncio.to_thread(record_refusal, self.inbox, error, refused, reason)
         assert self.session_factory is not None
         try:
             async with self.session_factory() as session:
                 engine = (await session.connection()).engine
         except Exception:
             return False
-        return await record_refusal_async(self.inbox, engine, error, refused)
+        return await record_refusal_async(self.inbox, engine, error, refused, reason)
+
+
+def _step(settled: Settlement, error: Exception, task: WorkerTask) -> Step:
+    """The step of the failed task, logged: a retry (the engine creates a new
+    task, attempt + 1) or a rejection (failed for good).
+
+    A refusal is failed for good once a quarantine record holds it; one
+    without a record is requeued (failed retryably), so the engine keeps
+    offering it. A transient error is retried; the handler's own exception
+    (the script's ``FAIL``: there is no failure path here) says which itself
+    (``retryable``, as the SDK's worker reads it).
+    """
+    step = settled.step
+    if step is Step.FAIL:
+        step = Step.RETRY if getattr(error, "retryable", False) else Step.REJECT
+    if step is Step.REQUEUE:
+        log_requeued(logger, error, f"task {task.id}")
+    elif settled.outcome is not None and settled.outcome.refused:
+        logger.warning("task %s refused (quarantined): %s; failed for good", task.id, error)
+    return step
+
+
+def _engine_counts(error: Exception) -> bool:
+    """Never the last attempt as far as this worker knows: the engine keeps
+    the count and the retry schedule (the block's retry policy)."""
+    return False
+
+
+def _as_sent(sent_at: dt.datetime | None) -> dt.datetime | None:
+    """The task's creation time as it is: a task without one is guarded
+    without a sent time (the engine, not a producer, stamps it)."""
+    return sent_at
+
+
+#: An Orch8 task's rules: its failure goes to the engine's retry policy
+#: (``failure_path_retries``), which the handler's ``retryable`` steers.
+_RULES = Rules(_as_sent, failure_path_retries=True)
 
 
 def _details(task: WorkerTask) -> dict[str, Any]:
