@@ -159,4 +159,6 @@ def publish_options(config: Config) -> dict[str, Any]:
         return {"stream": config.queue}
     if which == "kafka":
         return {"topic": config.queue}
-    return {"subject": config.queue, "stream": config.queue}
+    # JetStream acks each publish; its client's default wait (0.5 s) is shorter
+    # than a loaded server may take, and an unacked publish raises.
+    return {"subject": config.queue, "stream": config.queue, "timeout": 10.0}

@@ -68,6 +68,9 @@ options: dict[str, Any] = {
     "max_retries": 5,
     "retry_backoff_max": 1,
     "inbox_retry_base": 0.2,
+    # The app ignores results (integrations/celery/settings.py); C12's unstorable
+    # result needs a task whose result is stored, so a duplicate could replay it.
+    "ignore_result": False,
 }
 if FAULT == "typo":
     options["inbox_comand_id"] = "transfer_id"
