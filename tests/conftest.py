@@ -31,6 +31,13 @@ REDIS_URL = os.environ.get("INBOXGUARD_REDIS_URL", "redis://127.0.0.1:6379/0")
 AMQP_URL = os.environ.get("INBOXGUARD_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 PORTS = {"postgresql": 5432, "mysql": 3306, "redis": 6379, "rabbitmq": 5672, "nats": 4222}
 RUN_ID = uuid.uuid4().hex[:8]
+#: INBOXGUARD_FULL_SCALE=1 runs the end-to-end suites at the issues' sizes
+#: (1,000 duplicated commands per broker, 10,000 outbox orders on one of them).
+FULL_SCALE = os.environ.get("INBOXGUARD_FULL_SCALE") == "1"
+#: Commands of each duplicated-publishing end-to-end test (each sent 2-3 times).
+#: A few hundred put as many copies through the claim at once as a thousand do:
+#: the workers' concurrency bounds the race, not the length of the queue.
+DUPLICATED_COMMANDS = 1000 if FULL_SCALE else 300
 
 
 def service_up(name: str) -> bool:

@@ -29,7 +29,7 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from integrations.outbox import config
-from tests.conftest import AMQP_URL, PORTS, REDIS_URL, require_service, unique
+from tests.conftest import AMQP_URL, FULL_SCALE, PORTS, REDIS_URL, require_service, unique
 from tests.outbox._proxy import TcpProxy
 from tests.outbox.helpers import wait_until
 
@@ -160,7 +160,6 @@ class DramatiqAppConsumers:
 # inside its time budget; INBOXGUARD_FULL_SCALE=1 runs the full 10,000
 # on the fastest pair (Dramatiq app, Redis), as the 16-worker stress run
 # (benchmarks/stress.py) does for the inbox.
-FULL_SCALE = os.environ.get("INBOXGUARD_FULL_SCALE") == "1"
 CASES = [
     pytest.param(DramatiqAppConsumers, "rabbitmq", ORDERS, id="dramatiq-app-rabbitmq"),
     pytest.param(

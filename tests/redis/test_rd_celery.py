@@ -80,9 +80,8 @@ def test_rd9_celery_worker_applies_each_command_once(
         text = log.read_text(errors="replace")
         assert text.count("already processed; skipped") == len(commands)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
+        # SIGKILL: the test is over and judges nothing by the worker's shutdown
+        # (a warm one took seconds).
+        if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        proc.wait(10)

@@ -16,6 +16,7 @@ import pytest
 from inboxguard import QuarantineReason
 from inboxguard.adapters.aio_pika import SENT_AT_HEADER
 from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
+from tests.conftest import DUPLICATED_COMMANDS
 
 from .conftest import AsyncioSetup
 
@@ -24,8 +25,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 COMMANDS = 150
 #: The command at which the kill tests stop the consumer.
 KILLED_AT = 40
-#: The duplicated-publishing test runs the issue's full 1,000 commands.
-DUPLICATED_COMMANDS = 1000
 
 
 def barrier(setup: AsyncioSetup, name: str = "barrier") -> None:

@@ -18,7 +18,7 @@ from integrations.dramatiq.model import applications, make_inbox, shipments_tabl
 from integrations.dramatiq.producer import send_commands, ship_message
 from integrations.dramatiq.settings import Settings
 from tests.adapters.dramatiq.conftest import drain, wait_until
-from tests.conftest import REDIS_URL
+from tests.conftest import DUPLICATED_COMMANDS, REDIS_URL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 CONSUMER = "shipping.ship"
@@ -57,7 +57,7 @@ def test_d1_copies_with_new_message_ids_apply_once(
 ) -> None:
     """Every command sent 2-3 times (each copy a new message ID) is applied once,
     and every copy's stored result is the first run's result."""
-    count = 1000
+    count = DUPLICATED_COMMANDS
     worker = start_worker(threads=8)
     worker.wait_ready()
     orders = [f"order-{i}" for i in range(count)]

@@ -13,6 +13,7 @@ from integrations.dramatiq.model import applications, make_inbox
 from integrations.dramatiq.producer import ASYNC_ACTOR, ship_message
 from integrations.dramatiq.settings import Settings
 from tests.adapters.dramatiq.test_e2e import results_of
+from tests.conftest import DUPLICATED_COMMANDS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 
@@ -21,9 +22,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 def test_d9_async_actor_applies_each_command_once(
     app_settings: Settings, producer: Any, start_worker: Any, engine: Engine
 ) -> None:
-    """1,000 commands, each sent 2-3 times with new message IDs, to the guarded
-    async actor on 4 worker threads: 1,000 rows, every copy's result the first's."""
-    count = 1000
+    """Commands (DUPLICATED_COMMANDS), each sent 2-3 times with new message IDs, to
+    the guarded async actor on 4 worker threads: one row per command, every
+    copy's result the first's."""
+    count = DUPLICATED_COMMANDS
     worker = start_worker(threads=4)
     worker.wait_ready()
     orders = [f"order-{i}" for i in range(count)]

@@ -25,13 +25,12 @@ from inboxguard.errors import UnroutableMessageError
 from inboxguard.outbox import OutboxMessage
 from integrations.faststream.brokers import declare, kind, make_broker
 from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
+from tests.conftest import DUPLICATED_COMMANDS
 
 from .conftest import FastStreamSetup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 
-#: Commands of the duplicated-publishing test: the issue's full 1,000 on every broker.
-DUPLICATED = {"rabbitmq": 1000, "redis": 1000, "nats": 1000}
 #: Commands of the kill test: the first half is published before the first
 #: run, the second half after it was killed.
 COMMANDS = 40
@@ -51,7 +50,7 @@ def barrier(setup: FastStreamSetup, name: str = "barrier") -> None:
 def test_f1_duplicated_publishing_applies_each_command_exactly_once(
     fs_setup: FastStreamSetup,
 ) -> None:
-    count = DUPLICATED[fs_setup.broker]
+    count = DUPLICATED_COMMANDS
     rng = random.Random(18)
     bodies = [
         {"command_id": f"pay-{i}", "amount": i}

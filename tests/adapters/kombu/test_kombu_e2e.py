@@ -14,6 +14,7 @@ import pytest
 from inboxguard import QuarantineReason
 from inboxguard.adapters.kombu import SENT_AT_HEADER
 from tests.adapters.generic_support import hold_claim_while, paid, payments, wait_until
+from tests.conftest import DUPLICATED_COMMANDS
 
 from .conftest import KombuSetup
 
@@ -22,8 +23,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 COMMANDS = 150
 #: The command at which a worker is made to stop, and is killed.
 KILLED_AT = 40
-#: The duplicated-publishing test runs the issue's full 1,000 commands.
-DUPLICATED_COMMANDS = 1000
 
 
 def barrier(setup: KombuSetup, name: str = "barrier") -> None:
