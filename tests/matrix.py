@@ -5,7 +5,9 @@ settlement, each cell proven by an end-to-end test of the suite.
 ``python -m tests.matrix`` runs every cell (real services, several minutes)
 and writes the table of that run into docs/guarantees.md between
 ``<!-- matrix -->`` and ``<!-- /matrix -->``; ``--list`` prints the cells,
-``--framework Celery`` runs one framework's cells (and writes nothing).
+``--framework Celery`` runs one framework's cells (and writes nothing);
+``--report FILE`` runs nothing and writes the table from the JUnit report of
+a run that included every cell (``make test PYTEST_ARGS=--junitxml=FILE``).
 The same tests run in ``make test``; this command runs them as one table.
 """
 
@@ -405,7 +407,12 @@ def run(cells: list[Cell]) -> dict[str, str]:
             *[c.test for c in cells],
         ]
         subprocess.run(cmd, cwd=ROOT, check=False)
-        tree = ET.parse(report)
+        return outcomes_of(report)
+
+
+def outcomes_of(report: Path) -> dict[str, str]:
+    """Each test's outcome in the JUnit report ``report``."""
+    tree = ET.parse(report)
     outcomes: dict[str, str] = {}
     for case in tree.iter("testcase"):
         module = (case.get("classname") or "").replace(".", "/") + ".py"
@@ -421,11 +428,13 @@ def run(cells: list[Cell]) -> dict[str, str]:
     return outcomes
 
 
-def render(cells: list[Cell], outcomes: dict[str, str], when: str) -> str:
-    """The table of one run."""
+def render(
+    cells: list[Cell], outcomes: dict[str, str], when: str, how: str = "`python -m tests.matrix`"
+) -> str:
+    """The table of one run (``how``: the command that ran it)."""
     lines = [
-        f"Last run: {when}, `python -m tests.matrix`"
-        f" ({sum(o == 'passed' for o in outcomes.values())} of {len(cells)} cells passed).",
+        f"Last run: {when}, {how}"
+        f" ({sum(outcomes.get(c.test) == 'passed' for c in cells)} of {len(cells)} cells passed).",
         "",
         "| framework | broker | setting | fault | result | test |",
         "|---|---|---|---|---|---|",
@@ -449,15 +458,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.matrix", description=__doc__)
     parser.add_argument("--list", action="store_true", help="print the cells and exit")
     parser.add_argument("--framework", help="run only this framework's cells; write nothing")
+    parser.add_argument(
+        "--report", type=Path, help="write the table from this JUnit report; run nothing"
+    )
     args = parser.parse_args(argv)
     cells = [c for c in CELLS if args.framework in (None, c.framework)]
     if args.list:
         for c in cells:
             print(f"{c.framework:10} {c.broker:14} {c.setting:45} {c.fault:40} {c.test}")
         return 0
-    outcomes = run(cells)
-    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    table = render(cells, outcomes, when)
+    how = "`python -m tests.matrix`"
+    if args.report is not None:
+        outcomes = outcomes_of(args.report)
+        stamp = dt.datetime.fromtimestamp(args.report.stat().st_mtime, dt.UTC)
+        how = "the cells' tests in `make test`, read with `python -m tests.matrix --report`"
+    else:
+        outcomes = run(cells)
+        stamp = dt.datetime.now(dt.UTC)
+    when = stamp.strftime("%Y-%m-%d %H:%M UTC")
+    table = render(cells, outcomes, when, how)
     print(table)
     if args.framework is None:
         write(table)
