@@ -37,10 +37,15 @@ def celery_reads(task: Any, request: Any) -> bool:
     """Whether anything can read the result of this delivery of ``task``.
 
     A direct call or an eager one (``apply()``, ``task_always_eager``) hands
-    the value to its caller; a worker's delivery keeps it only when the
-    effective ``ignore_result`` (the request's, else the task's) is false.
+    the value to its caller; a delivery with a link, a chain or a chord after
+    it hands the value to the next task (Celery dispatches it whatever
+    ``ignore_result`` says), so a duplicate must replay it; any other worker's
+    delivery keeps it only when the effective ``ignore_result`` (the
+    request's, else the task's) is false.
     """
     if getattr(request, "called_directly", True) or getattr(request, "is_eager", False):
+        return True
+    if any(getattr(request, name, None) for name in ("callbacks", "chain", "chord")):
         return True
     # Celery's own reading: a request that did not set ignore_result inherits the task's.
     ignore = vars(request).get("ignore_result") if hasattr(request, "__dict__") else None
@@ -52,12 +57,16 @@ def celery_reads(task: Any, request: Any) -> bool:
 def dramatiq_reads(broker: Any, message: Any) -> bool:
     """Whether anything can read the result of this call of an actor.
 
-    A direct call (``message`` None) hands the value to its caller; a
+    A direct call (``message`` None) hands the value to its caller, and a
+    message piped into a next actor (``pipe_target``, not ``pipe_ignore``)
+    hands it to that actor, so a duplicate must replay it; any other
     worker's delivery keeps it only when a ``Results`` middleware on
     ``broker`` would store it (its ``store_results`` for the message: the
     message's option, else the actor's, else the middleware's default).
     """
     if message is None:
+        return True
+    if message.options.get("pipe_target") and not message.options.get("pipe_ignore"):
         return True
     from dramatiq.errors import ActorNotFound  # noqa: PLC0415 - only the Dramatiq adapter asks
     from dramatiq.results import Results  # noqa: PLC0415
