@@ -39,6 +39,7 @@ them, so they may still take the direct path of :mod:`inboxguard.sql.direct`).
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable
@@ -62,6 +63,7 @@ from inboxguard.sql.connection import (
 )
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.base.boundary import leading_words
+from inboxguard.sql.dialects.postgresql import trips
 from inboxguard.sql.driver_commit import refuse_driver_commit
 
 if TYPE_CHECKING:
@@ -90,10 +92,14 @@ def open_boundary(session: Session | None, conn: Connection) -> Boundary:
         session.flush()  # the caller's pending changes decide whether a transaction is open
     ends = _ENDS.get(conn.dialect)
     if ends is None:
-        ends = _ENDS[conn.dialect] = database_for(conn.dialect).ends_transaction
+        # a handler sends the same few statement texts again and again: read each once
+        ends = _ENDS[conn.dialect] = functools.lru_cache(maxsize=2048)(
+            database_for(conn.dialect).ends_transaction
+        )
     if begin_driver_transaction(conn):
         return Boundary(conn, session, None, ends)
-    return Boundary(conn, session, _savepoint(session, conn), ends)
+    outermost = conn.get_nested_transaction() is None
+    return Boundary(conn, session, _savepoint(session, conn), ends, outermost=outermost)
 
 
 def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction:
@@ -108,6 +114,10 @@ def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction:
     tells it."""
     if session is not None:
         session.flush()
+    if trips.shares_round_trips(conn):  # psycopg: the savepoint rides with the BEGIN
+        trips.install(conn.dialect)
+        with trips.armed(conn):
+            return conn.begin_nested()
     return conn.begin_nested()
 
 
@@ -142,8 +152,11 @@ class Boundary:
         "_nested",
         "_outer",
         "_outer_session",
+        "_outermost",
         "_session",
         "_session_tx",
+        "_shown_kept",
+        "_stop_begins",
         "_undo_driver",
         "_watching",
         "refused",
@@ -155,8 +168,12 @@ class Boundary:
         session: Session | None,
         nested: NestedTransaction | None,
         ends_transaction: Callable[[str], bool],
+        *,
+        outermost: bool = False,
     ) -> None:
         self._conn = conn
+        #: No savepoint enclosed this one when it opened (its release may ride with the COMMIT).
+        self._outermost = outermost
         self._session = session
         self._nested = nested
         self._session_tx: SessionTransaction | None = None
@@ -173,6 +190,10 @@ class Boundary:
         #: How the block tried to end the transaction, once refused (else None).
         self.refused: str | None = None
         self._late = False  # the savepoint opened after the claim: abandon rolls back all
+        #: Stops watching psycopg's begins (None: not watched); see :meth:`watch`.
+        self._stop_begins: Callable[[], bool] | None = None
+        #: The connection showed the claim's transaction open all through the block.
+        self._shown_kept = False
 
     def watch(self, label: str) -> None:
         """Refuse every commit from now until :meth:`unwatch`; ``label`` names
@@ -187,6 +208,8 @@ class Boundary:
         """
         conn = self._conn
         self._label = label
+        if self._outermost and trips.shares_round_trips(conn):  # before the flag below is set
+            self._stop_begins = trips.watch_begins(conn)
         _listen_once(conn)
         self._had_events = bool(getattr(conn, "_has_events", True))
         self._outer = _WATCHED.get(conn)
@@ -205,6 +228,9 @@ class Boundary:
         self._watching = False
         conn = self._conn
         self._undo_driver()
+        if self._stop_begins is not None:
+            self._shown_kept = not self._stop_begins()
+            self._stop_begins = None
         if self._outer is None:
             _WATCHED.pop(conn, None)
         else:
@@ -248,7 +274,11 @@ class Boundary:
         if self._nested is None:
             return
         try:
-            self._nested.commit()
+            if self._shown_kept and trips.shares_round_trips(self._conn):
+                with trips.armed(self._conn, self._lost_error):
+                    self._nested.commit()
+            else:
+                self._nested.commit()
         except DBAPIError as error:
             self.doom()
             if error.connection_invalidated:  # the connection is gone: retryable as it is
@@ -420,6 +450,7 @@ def _session_commit(session: Session) -> None:
         boundary._on_session_commit(session)  # noqa: SLF001
 
 
+@functools.lru_cache(maxsize=2048)
 def _ends_savepoint(statement: str, name: str) -> bool:
     """True for a written ``RELEASE`` or ``ROLLBACK TO`` of savepoint ``name``."""
     upper = name.upper()

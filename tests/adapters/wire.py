@@ -33,11 +33,16 @@ class Wire:
         self.statements: list[str] = []
 
     def kinds(self, prefix: str, body_table: str) -> list[str]:
-        """The statements named: ``"claim"`` and ``"result store"`` on the
-        inbox of ``prefix``, ``"body INSERT"`` into ``body_table``,
-        ``"savepoint"`` and ``"release"`` for the guard's savepoint; any other
-        statement as its text."""
-        return [_kind(statement, prefix, body_table) for statement in self.statements]
+        """The statements named, one entry a round trip: ``"claim"`` and
+        ``"result store"`` on the inbox of ``prefix``, ``"body INSERT"`` into
+        ``body_table``, ``"savepoint"`` and ``"release"`` for the guard's
+        savepoint; any other statement as its text. Statements sent as one
+        simple query are named together, joined by ``" + "`` (``"BEGIN +
+        savepoint"``)."""
+        return [
+            " + ".join(_kind(part.strip(), prefix, body_table) for part in statement.split(";"))
+            for statement in self.statements
+        ]
 
 
 def _kind(statement: str, prefix: str, body_table: str) -> str:

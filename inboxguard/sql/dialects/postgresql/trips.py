@@ -1,0 +1,241 @@
+"""The guard's savepoint sent in round trips the transaction makes anyway (psycopg 3, sync).
+
+*Features:* on psycopg's sync driver, the guard's ``SAVEPOINT`` and its
+``RELEASE`` cost no round trip of their own:
+
+- **the savepoint rides with the ``BEGIN``.** psycopg begins a transaction
+  lazily, sending its ``BEGIN`` just before the first statement. When the
+  guard's savepoint is that first statement, the two go as one simple query,
+  ``BEGIN ...; SAVEPOINT name``, with the very ``BEGIN`` psycopg would send
+  (its isolation level, read-only and deferrable settings); the server then
+  reports the transaction open, so psycopg sends no ``BEGIN`` of its own.
+- **the release rides with the ``COMMIT``.** At the normal exit of the
+  outermost guard of a transaction, the release is kept back when the
+  connection itself shows that the block ran in the claim's transaction:
+  the server's last reply reports the transaction open and healthy, psycopg
+  began no transaction while the block ran (:func:`watch_begins`), and the
+  connection is not in autocommit. The release then goes with the commit, by
+  whatever route it comes (``session.commit()``, ``connection.commit()``, the
+  driver's own ``commit()``), as one simple query ``RELEASE SAVEPOINT name;
+  COMMIT``: still the database's word that the transaction committing holds
+  the claim. If the savepoint is gone, the ``RELEASE`` fails, the server
+  skips the rest of the query so the ``COMMIT`` never runs, the transaction
+  is rolled back and the commit raises the guard's ``ConfigurationError``.
+  When the connection shows anything else at the exit, the release is sent
+  there and then, and a failure is raised by the guard itself.
+
+A kept-back release is sent first by any other savepoint command on the
+connection (a later guard, a ``begin_nested()``, a rollback to a savepoint);
+a rollback drops it, and so does a transaction ended by a statement (the
+block's transaction was confirmed at the exit; what ended it is the caller's
+to say). The shortcuts stay off where someone watches the statements (a
+SQLAlchemy event listener on the connection or engine, or ``echo``), so what
+they see is what is sent; on every other driver (asyncpg, psycopg's asyncio
+connection) the savepoint is sent as SQLAlchemy sends it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import Dialect
+
+__all__ = ["armed", "flush", "install", "keep_release", "shares_round_trips", "watch_begins"]
+
+#: The SQLAlchemy connection whose next savepoint command may ride along, and,
+#: for a release, the error the commit raises when the release fails.
+_ARMED: contextvars.ContextVar[tuple[Connection, Callable[[], Exception] | None] | None] = (
+    contextvars.ContextVar("inboxguard_pg_trips", default=None)
+)
+#: Per driver connection: the savepoint whose release rides with the commit,
+#: and the error a failed release raises.
+_PENDING: weakref.WeakKeyDictionary[Any, tuple[str, Callable[[], Exception]]] = (
+    weakref.WeakKeyDictionary()
+)
+_INSTALLED: weakref.WeakSet[Dialect] = weakref.WeakSet()
+#: The driver methods replaced on a connection while a release is kept back.
+_KEPT_VERBS = ("commit", "rollback", "_get_tx_start_command")
+
+
+def shares_round_trips(conn: Connection) -> bool:
+    """True when ``conn`` is on psycopg's sync driver and nothing watches its
+    statements, so the guard's savepoint may ride with ``BEGIN`` and
+    ``COMMIT``."""
+    if conn._has_events or conn.engine._has_events or conn._echo:  # noqa: SLF001
+        return False
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return False
+    return type(conn.connection.dbapi_connection) is psycopg.Connection
+
+
+@contextmanager
+def armed(conn: Connection, lost: Callable[[], Exception] | None = None) -> Iterator[None]:
+    """Let the savepoint command sent inside the ``with`` ride along: the
+    guard's own savepoint (with the ``BEGIN``), or, given ``lost`` (the error
+    a failed release raises at the commit), its release (with the
+    ``COMMIT``). :func:`install` must have run on the connection's dialect."""
+    token = _ARMED.set((conn, lost))
+    try:
+        yield
+    finally:
+        _ARMED.reset(token)
+
+
+def install(dialect: Dialect) -> None:
+    """Wrap ``dialect``'s savepoint commands once (its own instance; the
+    dialect class and every other engine are untouched)."""
+    if dialect in _INSTALLED:
+        return
+    savepoint = dialect.do_savepoint
+    release = dialect.do_release_savepoint
+    rollback_to = dialect.do_rollback_to_savepoint
+
+    def do_savepoint(connection: Connection, name: str) -> None:
+        flush(connection)
+        arm = _ARMED.get()
+        if arm is not None and arm[0] is connection and _begin_with(connection, name):
+            return
+        savepoint(connection, name)
+
+    def do_release_savepoint(connection: Connection, name: str) -> None:
+        flush(connection)
+        arm = _ARMED.get()
+        if (
+            arm is not None
+            and arm[0] is connection
+            and arm[1] is not None
+            and keep_release(connection, name, arm[1])
+        ):
+            return
+        release(connection, name)
+
+    def do_rollback_to_savepoint(connection: Connection, name: str) -> None:
+        flush(connection)
+        rollback_to(connection, name)
+
+    dialect.do_savepoint = do_savepoint  # type: ignore[method-assign]
+    dialect.do_release_savepoint = do_release_savepoint  # type: ignore[method-assign]
+    dialect.do_rollback_to_savepoint = do_rollback_to_savepoint  # type: ignore[method-assign]
+    _INSTALLED.add(dialect)
+
+
+def watch_begins(conn: Connection) -> Callable[[], bool]:
+    """Note every transaction psycopg begins on ``conn`` from now on; the
+    returned function stops watching and says whether one began (the
+    transaction open at the start ended in between, whatever ended it).
+    Watches nest: an inner one passes each begin on to the outer."""
+    dbapi: Any = conn.connection.dbapi_connection
+    began: list[bool] = []
+    outer = dbapi.__dict__.get("_get_tx_start_command")
+    start = outer or (lambda: type(dbapi)._get_tx_start_command(dbapi))  # noqa: SLF001
+
+    def begin() -> bytes:
+        began.append(True)
+        return start()  # type: ignore[no-any-return]
+
+    dbapi._get_tx_start_command = begin  # noqa: SLF001
+
+    def stop() -> bool:
+        if outer is None:
+            dbapi.__dict__.pop("_get_tx_start_command", None)
+        else:
+            dbapi._get_tx_start_command = outer  # noqa: SLF001
+        return bool(began)
+
+    return stop
+
+
+def keep_release(conn: Connection, name: str, lost: Callable[[], Exception]) -> bool:
+    """Keep back the release of savepoint ``name`` for the commit; False (do
+    nothing) when the server's last reply did not show the transaction open
+    and healthy, the connection is in autocommit, or a release is kept back
+    already. ``lost()`` is the error the commit raises when the release
+    fails."""
+    psycopg = sys.modules["psycopg"]
+    dbapi: Any = conn.connection.dbapi_connection
+    status = dbapi.pgconn.transaction_status
+    if dbapi in _PENDING or dbapi.autocommit or status != psycopg.pq.TransactionStatus.INTRANS:
+        return False
+    _PENDING[dbapi] = (name, lost)
+    start = type(dbapi)._get_tx_start_command  # noqa: SLF001
+
+    def begin() -> bytes:  # the kept transaction ended by a statement: nothing to release
+        _drop(dbapi)
+        return start(dbapi)  # type: ignore[no-any-return]
+
+    dbapi.commit = lambda: _release(dbapi, b"; COMMIT")
+    dbapi.rollback = lambda: _rollback(dbapi)
+    dbapi._get_tx_start_command = begin  # noqa: SLF001
+    return True
+
+
+def flush(connection: Connection) -> None:
+    """Send the release kept back on ``connection``, if any (raising the
+    guard's error, the transaction rolled back, when it fails)."""
+    if not _PENDING:
+        return
+    dbapi: Any = connection.connection.dbapi_connection
+    if dbapi in _PENDING:
+        _release(dbapi, b"")
+
+
+def _begin_with(connection: Connection, name: str) -> bool:
+    """Send psycopg's ``BEGIN`` and the savepoint as one query when psycopg
+    has not begun the transaction yet; False when it has (or the query failed:
+    the ordinary path then sends, and reports, it again)."""
+    psycopg = sys.modules["psycopg"]
+    dbapi: Any = connection.connection.dbapi_connection
+    idle = psycopg.pq.TransactionStatus.IDLE
+    if dbapi.autocommit or dbapi.pgconn.transaction_status != idle:
+        return False
+    command = dbapi._get_tx_start_command() + b"; SAVEPOINT " + name.encode()  # noqa: SLF001
+    if _sent(dbapi, command):
+        return True
+    if dbapi.pgconn.transaction_status != idle:
+        type(dbapi).rollback(dbapi)
+    return False
+
+
+def _release(dbapi: Any, then: bytes) -> None:
+    """Send the kept-back release, and ``then`` in the same query; when the
+    release fails, roll back and raise the guard's error. A transaction a
+    statement has ended already leaves nothing to release."""
+    psycopg = sys.modules["psycopg"]
+    name, lost = _drop(dbapi)
+    if dbapi.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    if _sent(dbapi, b"RELEASE SAVEPOINT " + name.encode() + then):
+        return  # after a COMMIT the server is outside the transaction: psycopg sends nothing
+    type(dbapi).rollback(dbapi)
+    raise lost()
+
+
+def _rollback(dbapi: Any) -> None:
+    _drop(dbapi)
+    type(dbapi).rollback(dbapi)
+
+
+def _drop(dbapi: Any) -> tuple[str, Callable[[], Exception]]:
+    kept = _PENDING.pop(dbapi)
+    for verb in _KEPT_VERBS:
+        dbapi.__dict__.pop(verb, None)
+    return kept
+
+
+def _sent(dbapi: Any, command: bytes) -> bool:
+    """Send ``command`` (one or more statements, no parameters) as one simple
+    query; True when every statement in it succeeded. A broken connection
+    raises psycopg's error."""
+    psycopg = sys.modules["psycopg"]
+    ok = psycopg.pq.ExecStatus.COMMAND_OK
+    with dbapi.lock:
+        dbapi.pgconn.send_query(command)
+        results = dbapi.wait(psycopg.generators.execute(dbapi.pgconn))
+    return bool(results) and all(result.status == ok for result in results)
