@@ -8,7 +8,9 @@ send what the guard sends, and the cuts of it that keep every guarantee of
 G17-G24, on a raw psycopg connection like the other candidates:
 
 - ``guard``: ``SAVEPOINT``, the claim, the handler, ``RELEASE``, ``COMMIT``,
-  each its own round trip (what the package sends today);
+  each its own round trip (what the package sent until 2026-12-02, and still
+  sends where a statement listener watches the connection or on other
+  drivers);
 - ``guard: savepoint pipelined``: ``SAVEPOINT`` and the claim in one round
   trip (psycopg's pipeline mode; the claim's reply is read after both);
 - ``guard: release with commit``: ``RELEASE`` and ``COMMIT`` in one round
@@ -24,8 +26,9 @@ G17-G24, on a raw psycopg connection like the other candidates:
 - ``guard: begin; savepoint and release; commit``: the same, and ``BEGIN``
   sent with the ``SAVEPOINT`` in one query too (psycopg otherwise sends its
   ``BEGIN`` as a round trip of its own before the first statement): the
-  round trips of the claim without a savepoint (an adapter that begins the
-  transaction itself could send it so);
+  round trips of the claim without a savepoint: what the guard sends on
+  psycopg since 2026-12-02 (``inboxguard/sql/dialects/postgresql/trips.py``,
+  G32);
 - ``guard: xid check with commit``: no savepoint, for an adapter that began
   the transaction and rolls all of it back on failure. The transaction's id,
   read in the claim's round trip, is checked at the exit by a statement that

@@ -10,8 +10,11 @@ on a Core connection:
 - ``floor``: one ``INSERT ... ON CONFLICT DO NOTHING`` of the ID into a
   one-column table, the statement the inbox benchmark's ``floor`` adds;
 - ``floor savepoint``: the same insert inside a savepoint released after it
-  (``begin_nested()``), so the difference to ``floor`` is what the guard's own
-  savepoint around the claim and the block costs a message.
+  (``begin_nested()``, each statement a round trip of its own), so the
+  difference to ``floor`` is what a savepoint costs sent as SQLAlchemy sends it.
+
+Each variant is timed to the COMMIT's reply: on psycopg the guard's release
+goes with the COMMIT (G32).
 
 Timed per message: the whole guard (from ``inbox.guard(...)`` to the end of
 the ``with``, the caller's block excluded), and each statement's time in the
@@ -55,6 +58,7 @@ from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard.inbox import _drive
 from inboxguard.inbox._decide import prepare
+from inboxguard.sql.dialects.postgresql import trips
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
@@ -84,6 +88,7 @@ class StatementClock:
         self.cursor: dict[str, float] = defaultdict(float)
         self._label = ""
         self._runner = _drive.execute
+        self._sent = trips._sent  # noqa: SLF001 - the boundary's shared round trips
         self.on = False
 
     def cursor_class(self) -> type[psycopg.Cursor[Any]]:
@@ -104,6 +109,16 @@ class StatementClock:
     def start(self) -> None:
         """Time the guard's statements (the profile runs without the wrapper)."""
         runner = self._runner
+        sent = self._sent
+
+        def timed_sent(dbapi: Any, command: bytes) -> bool:
+            start = time.perf_counter()
+            try:
+                return sent(dbapi, command)
+            finally:
+                self.cursor[_boundary_label(command)] += time.perf_counter() - start
+
+        trips._sent = timed_sent  # noqa: SLF001
 
         def timed(conn: Any, statement: Any, params: Any) -> Any:
             start = time.perf_counter()
@@ -117,6 +132,7 @@ class StatementClock:
 
     def close(self) -> None:
         _drive.execute = self._runner  # type: ignore[assignment]
+        trips._sent = self._sent  # noqa: SLF001
         self.on = False
 
     def reset(self) -> None:
@@ -138,6 +154,15 @@ def _label(statement: str) -> str:
     return labels.get(head, "other")
 
 
+def _boundary_label(command: bytes) -> str:
+    """The label of a query the guard's boundary sends on its own (psycopg)."""
+    if command.startswith(b"BEGIN"):
+        return "begin with savepoint"
+    if command.endswith(b"COMMIT"):
+        return "release with commit"
+    return "savepoint"
+
+
 def _loop(n: int, fn: Callable[[int], object]) -> float:
     """Seconds per call of ``fn(i)`` over ``n`` calls."""
     start = time.perf_counter()
@@ -147,31 +172,38 @@ def _loop(n: int, fn: Callable[[int], object]) -> float:
 
 
 def _guards(engine: Engine, inbox: Inbox, ids: list[str]) -> float:
-    """Guard each ID in a transaction of its own; seconds in the guard per message."""
+    """Guard each ID in a transaction of its own; seconds per message from the
+    guard's start to the COMMIT's reply (the caller's block excluded): on
+    psycopg the guard's release goes with the COMMIT, so the commit is timed."""
     spent = 0.0
     for cid in ids:
-        with engine.connect() as conn, conn.begin():
+        with engine.connect() as conn:
             start = time.perf_counter()
-            with inbox.guard(conn, consumer=CONSUMER, command_id=cid, payload=_payload(cid)) as e:
-                inside = time.perf_counter()
-                if not e.duplicate:
-                    e.result = RESULT
-                block = time.perf_counter() - inside
+            with conn.begin():
+                with inbox.guard(
+                    conn, consumer=CONSUMER, command_id=cid, payload=_payload(cid)
+                ) as e:
+                    inside = time.perf_counter()
+                    if not e.duplicate:
+                        e.result = RESULT
+                    block = time.perf_counter() - inside
             spent += time.perf_counter() - start - block
     return spent / len(ids)
 
 
 def _floor(engine: Engine, prefix: str, ids: list[str], *, savepoint: bool = False) -> float:
+    """Seconds per message of the one-column insert, to the COMMIT's reply."""
     stmt = text(f"INSERT INTO {prefix}floor (command_id) VALUES (:cid) ON CONFLICT DO NOTHING")
     spent = 0.0
     for cid in ids:
-        with engine.connect() as conn, conn.begin():
+        with engine.connect() as conn:
             start = time.perf_counter()
-            if savepoint:
-                with conn.begin_nested():
+            with conn.begin():
+                if savepoint:
+                    with conn.begin_nested():
+                        conn.execute(stmt, {"cid": cid})
+                else:
                     conn.execute(stmt, {"cid": cid})
-            else:
-                conn.execute(stmt, {"cid": cid})
             spent += time.perf_counter() - start
     return spent / len(ids)
 
@@ -212,6 +244,8 @@ def _round(
                 out[f"fresh {label} sa"] = clock.sa[label] / MESSAGES
                 out[f"fresh {label} cursor"] = clock.cursor[label] / MESSAGES
             out["fresh savepoint cursor"] = clock.cursor["savepoint"] / MESSAGES
+            for label in ("begin with savepoint", "release with commit"):
+                out[f"fresh {label}"] = clock.cursor[label] / MESSAGES
         elif variant == "duplicate":
             out["duplicate"] = _guards(engine, inbox, dup)
             out["duplicate claim sa"] = clock.sa["claim"] / MESSAGES
@@ -271,6 +305,8 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             - r["fresh store sa"]
             - r["result encoding"]
             - r["fresh savepoint cursor"]
+            - r["fresh begin with savepoint"]
+            - r["fresh release with commit"]
         )
 
     steps = [
@@ -291,14 +327,25 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             "result store: the runner around it (direct path)",
             derived(lambda r: r["fresh store sa"] - r["fresh store cursor"]),
         ),
-        ("the guard's savepoint and its release: driver + server", col("fresh savepoint cursor")),
+        (
+            "`BEGIN; SAVEPOINT` in one query (psycopg, G32): driver + server",
+            col("fresh begin with savepoint"),
+        ),
+        (
+            "`RELEASE SAVEPOINT; COMMIT` in one query (psycopg, G32): driver + server",
+            col("fresh release with commit"),
+        ),
+        (
+            "the guard's savepoint or release sent alone: driver + server",
+            col("fresh savepoint cursor"),
+        ),
         ("flow and driver (session checks, generator, entry, telemetry)", derived(rest)),
     ]
     rows: list[list[object]] = []
     for label, values in steps:
         share = statistics.median(v / t for v, t in zip(values, fresh_total, strict=True))
         rows.append([label, _us(values), f"{share:.0%}"])
-    rows.append(["**whole fresh guard**", _us(fresh_total), "100%"])
+    rows.append(["**whole fresh guard, to the COMMIT's reply**", _us(fresh_total), "100%"])
     return rows
 
 
@@ -345,14 +392,22 @@ def main() -> None:
         ["duplicate claim", _us([r["duplicate claim cursor"] for r in rounds])],
         ["one-column floor insert", _us([r["floor cursor"] for r in rounds])],
         ["result store (fresh only)", _us([r["fresh store cursor"] for r in rounds])],
+        ["`BEGIN; SAVEPOINT` (one query)", _us([r["fresh begin with savepoint"] for r in rounds])],
         [
-            "`SAVEPOINT` + `RELEASE` (the guard's boundary)",
+            "`RELEASE SAVEPOINT; COMMIT` (one query)",
+            _us([r["fresh release with commit"] for r in rounds]),
+        ],
+        [
+            "`SAVEPOINT` or `RELEASE` sent alone",
             _us([r["fresh savepoint cursor"] for r in rounds]),
         ],
     ]
     savepoint_cost = [
-        ["floor insert alone (whole transaction step)", _us([r["floor"] for r in rounds])],
-        ["floor insert in a savepoint", _us([r["floor savepoint"] for r in rounds])],
+        ["floor insert alone (to the COMMIT's reply)", _us([r["floor"] for r in rounds])],
+        [
+            "floor insert in a savepoint (`begin_nested()`)",
+            _us([r["floor savepoint"] for r in rounds]),
+        ],
         [
             "ratio (savepoint / alone)",
             f"{statistics.median(r['floor savepoint'] / r['floor'] for r in rounds):.2f}",
@@ -368,9 +423,12 @@ def main() -> None:
         " around the guard's statement runner and a timed psycopg cursor (no SQLAlchemy"
         " event listener, which would turn the claim's direct path off);"
         " the pure-Python steps are timed in loops of their own; the flow and driver line"
-        " is what remains of the whole guard. psycopg sends the transaction's `BEGIN`"
-        " with its first statement, so the claim's driver time includes it (the floor"
-        " insert's too).\n\n"
+        " is what remains of the whole guard. Every variant is timed to the COMMIT's"
+        " reply, since on psycopg the guard's release goes with the COMMIT and its"
+        " savepoint with the transaction's `BEGIN` (G32): the guard's whole transaction"
+        " but the caller's block, against the floor insert's whole transaction. psycopg"
+        " sends a `BEGIN` of its own before the floor insert, timed in that"
+        " variant.\n\n"
         + table(["step of a fresh guard", "µs per guard", "share"], _steps(rounds))
         + "\n\nOne statement's round trip (driver + server), µs:\n\n"
         + table(["statement", "µs"], statements)

@@ -391,6 +391,7 @@ def _publish(rounds: list[dict[str, float]], digest: float, load: Load, n_rounds
     fresh_now = _harness.median(rounds, "now")
     now_row = _harness.ratio(rounds, "now", "evidence row")
     guard_row = _harness.ratio(rounds, "guard", "evidence row")
+    shipped_row = _harness.ratio(rounds, ONE_QUERY, "evidence row")
     body = f"""
 {METHOD}
 
@@ -403,9 +404,13 @@ the rounds, ratios the median of per-round ratios (min-max).
 
 The floor the targets count from is the evidence row (issue 37): the guard
 within 1.10 of it. With no inboxguard Python at all, the claim the package
-sends costs {now_row} of the evidence row, and the claim with the guard's
-savepoint around it (`guard`, what a guarded message sends today)
-{guard_row}; against the one-column floor, the claim costs {now_floor}, the
+sends costs {now_row} of the evidence row; with the guard's savepoint around
+it, each boundary statement a round trip of its own (`guard`, what a guarded
+message sent until 2026-12-02, and still sends on other drivers), {guard_row};
+with the savepoint sent with the `BEGIN` and the release with the `COMMIT`
+(`{ONE_QUERY}`, what a guarded message sends on psycopg since 2026-12-02,
+G32), {shipped_row}: the least the database side of the guard costs here,
+since the claim alone is {now_row}; against the one-column floor, the claim costs {now_floor}, the
 claim sent until 2026-12-01 {before_floor}, the split claim {split_floor}
 and the evidence row itself {row_floor}. The cuts of the boundary, each
 against `guard`: {cuts}.
