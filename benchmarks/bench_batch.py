@@ -10,6 +10,12 @@ of ``SIZE`` messages is one transaction, for every variant:
 - ``guard{SIZE}``: ``inbox.guard`` around each message's mutation, in the
   same one transaction per batch (what a batch consumer pays without
   ``guard_batch``), with the same result stored;
+- ``evidence100``: the bare mutations plus the batch's inbox rows alone, one
+  plain multi-row ``INSERT ... ON CONFLICT DO NOTHING`` of their six columns
+  (no claim logic, no result): the floor any batch that writes the evidence
+  pays (issue 37);
+- ``lean100``: ``guard_batch`` at 100 whose entries assign no result, so no
+  result store is sent (G31);
 - ``powertools100`` (with the ``bench`` extra): the batch consumer with AWS
   Powertools' idempotency per record on Redis around each message's
   mutation, one transaction a batch of 100 (:mod:`benchmarks._batch_powertools`).
@@ -57,7 +63,9 @@ SIZES = (1, 10, 100)
 KINDS = ("bare", "batch", "guard")
 #: The per-record Powertools consumer runs when the bench extra is installed.
 PEER = ("powertools100",) if _batch_powertools.available() else ()
-VARIANTS = (*(f"{kind}{size}" for size in SIZES for kind in KINDS), *PEER)
+#: The floor of a batch and guard_batch without results, at 100 only.
+FLOOR = ("evidence100", "lean100")
+VARIANTS = (*(f"{kind}{size}" for size in SIZES for kind in KINDS), *FLOOR, *PEER)
 #: guard_batch at 100 at least this many times Powertools' per-record throughput.
 POWERTOOLS_BOUND = 1.5
 #: Messages of one variant run in a row before the next variant's turn (a
@@ -95,31 +103,62 @@ class Bench:
         started = time.perf_counter()
         for batch in batches:
             with self.engine.connect() as conn, conn.begin():
-                if kind == "bare":
-                    for cid in batch:
-                        self._mutate(conn, cid)
-                elif kind == "powertools":
-                    for cid in batch:
-                        self.powertools(conn, cid)
-                elif kind == "batch":
-                    commands = [(cid, {"id": cid}) for cid in batch]
-                    with self.inbox.guard_batch(conn, consumer="bench", commands=commands) as b:
-                        for entry in b.fresh:
-                            self._mutate(conn, entry.command_id)
-                            entry.result = {"ok": True}
-                else:
-                    for cid in batch:
-                        with self.inbox.guard(
-                            conn, consumer="bench", command_id=cid, payload={"id": cid}
-                        ) as e:
-                            if not e.duplicate:
-                                self._mutate(conn, cid)
-                                e.result = {"ok": True}
+                self._batch(conn, kind, batch)
         return time.perf_counter() - started
+
+    def _batch(self, conn: Any, kind: str, batch: list[str]) -> None:
+        """One batch, in the caller's transaction, as ``kind`` handles it."""
+        if kind == "bare":
+            for cid in batch:
+                self._mutate(conn, cid)
+        elif kind == "powertools":
+            for cid in batch:
+                self.powertools(conn, cid)
+        elif kind == "evidence":
+            conn.execute(self._evidence(), [_evidence_row(cid) for cid in batch])
+            for cid in batch:
+                self._mutate(conn, cid)
+        elif kind in {"batch", "lean"}:
+            commands = [(cid, {"id": cid}) for cid in batch]
+            with self.inbox.guard_batch(conn, consumer="bench", commands=commands) as b:
+                for entry in b.fresh:
+                    self._mutate(conn, entry.command_id)
+                    if kind == "batch":
+                        entry.result = {"ok": True}
+        else:
+            for cid in batch:
+                with self.inbox.guard(
+                    conn, consumer="bench", command_id=cid, payload={"id": cid}
+                ) as e:
+                    if not e.duplicate:
+                        self._mutate(conn, cid)
+                        e.result = {"ok": True}
+
+    def _evidence(self) -> Any:
+        """The inbox rows alone (``bench_inbox.py``'s evidence row, many at once)."""
+        prefix = self.inbox.table_prefix
+        return text(
+            f"INSERT INTO {prefix}inbox (consumer, command_id, digest, processed_at,"
+            " expires_at, result_expires_at) VALUES (:consumer, :command_id, :digest,"
+            " :processed_at, :expires_at, :result_expires_at)"
+            " ON CONFLICT (consumer, command_id) DO NOTHING"
+        )
 
     def _mutate(self, conn: object, cid: str) -> None:
         conn.execute(self.bump)  # type: ignore[attr-defined]
         conn.execute(self.ledger.insert().values(command_id=cid, amount=1))  # type: ignore[attr-defined]
+
+
+def _evidence_row(cid: str) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    return {
+        "consumer": "bench",
+        "command_id": cid,
+        "digest": "d" * 64,
+        "processed_at": now,
+        "expires_at": now + dt.timedelta(days=1),
+        "result_expires_at": None,
+    }
 
 
 def claim_scaling(
@@ -227,7 +266,7 @@ def main() -> None:
         " runs `inbox.guard` around each message in the same transaction, the way a"
         " batch consumer guards without `guard_batch`. Per-message cost ratios, each"
         " taken within a round (times summed over the chunks): median (min-max)."
-        f"{_peer_text(per_round)} Targets: {verdicts}."
+        f"{_peer_text(per_round)}{_floor_text(per_round)} Targets: {verdicts}."
         f" The run took {time.monotonic() - began:,.0f} s.\n\n"
         + table(header, _rows(per_round))
         + "\n\nThe claim's growth with the batch size, on each database: one"
@@ -259,6 +298,20 @@ def _peer_target(per_round: list[Mapping[str, float]]) -> list[_harness.Target]:
             note="PostgreSQL and Redis, 1 worker",
         )
     ]
+
+
+def _floor_text(per_round: list[Mapping[str, float]]) -> str:
+    ratio = _harness.ratio
+    return (
+        " `evidence100` is the bare batch plus its inbox rows alone (one plain multi-row"
+        " `INSERT ... ON CONFLICT DO NOTHING` of their six columns, no claim logic, no"
+        " result), the floor any batch that writes the evidence pays: per message,"
+        f" {ratio(per_round, 'evidence100', 'bare100')} of the bare batch; `guard_batch` at"
+        f" 100 costs {ratio(per_round, 'batch100', 'evidence100')} of that floor, and"
+        f" `lean100` (`guard_batch` whose entries assign no result, so no result store)"
+        f" {ratio(per_round, 'lean100', 'bare100')} of the bare batch and"
+        f" {ratio(per_round, 'lean100', 'evidence100')} of the floor."
+    )
 
 
 def _peer_text(per_round: list[Mapping[str, float]]) -> str:
