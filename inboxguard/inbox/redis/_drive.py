@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from typing import Any
 
@@ -43,7 +43,8 @@ from inboxguard.inbox.redis._requests import (
     found_from_hash,
     found_from_reply,
 )
-from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
+from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, no_script, run_script
+from inboxguard.inbox.redis._watch_claim import watch_and_run
 
 __all__ = [
     "check_pipeline",
@@ -122,21 +123,6 @@ def write_quarantine(client: Any, keys: KeySpace, values: dict[str, Any]) -> boo
         log_write_failure(values)
         return False
     return True
-
-
-def run_script(conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-    """``EVALSHA``, loading the script with ``EVAL`` when the server lacks it."""
-    try:
-        return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-    except Exception as error:
-        if not no_script(error):
-            raise
-        return conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
-
-
-def no_script(error: Exception) -> bool:
-    """The server does not have the script yet (redis-py's ``NoScriptError``)."""
-    return type(error).__name__ == "NoScriptError" or "NOSCRIPT" in str(error)
 
 
 def is_watch_error(error: BaseException) -> bool:
@@ -226,10 +212,12 @@ class _Sync:
                 self.ours = len(claim)
                 return None
             case ClaimLease(keys, token, lease_ms):
-                if not self.watching:
-                    pipe.watch(keys.evidence)
+                script_keys, args = [keys.evidence, keys.lease], [token, lease_ms]
+                if self.watching:
+                    reply = run_script(pipe, CLAIM, script_keys, args)
+                else:  # WATCH and the script in one write
+                    reply = watch_and_run(pipe, keys.evidence, CLAIM, script_keys, args)
                     self.watching = True
-                reply = run_script(pipe, CLAIM, [keys.evidence, keys.lease], [token, lease_ms])
                 return found_from_reply(reply)
             case Pause(seconds):
                 time.sleep(seconds)

@@ -5,7 +5,7 @@ lease releases go through a client on the pipeline's own connection pool."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from typing import Any
 
@@ -21,7 +21,6 @@ from inboxguard.inbox.redis._drive import (
     first_queued,
     is_watch_error,
     keys_of,
-    no_script,
     quarantine_args,
     queued_commands,
     still_ours,
@@ -44,21 +43,10 @@ from inboxguard.inbox.redis._requests import (
     found_from_hash,
     found_from_reply,
 )
-from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, Script
+from inboxguard.inbox.redis._scripts import CLAIM, QUARANTINE, RELEASE, run_script_async
+from inboxguard.inbox.redis._watch_claim import watch_and_run_async
 
-__all__ = ["drive_async", "run_script_async"]
-
-
-async def run_script_async(
-    conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]
-) -> Any:
-    """:func:`run_script` on a redis.asyncio connection."""
-    try:
-        return await conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-    except Exception as error:
-        if not no_script(error):
-            raise
-        return await conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
+__all__ = ["drive_async"]
 
 
 class _Async:
@@ -95,12 +83,12 @@ class _Async:
                 self.ours = len(claim)
                 return None
             case ClaimLease(keys, token, lease_ms):
-                if not self.watching:
-                    await pipe.watch(keys.evidence)
+                script_keys, args = [keys.evidence, keys.lease], [token, lease_ms]
+                if self.watching:
+                    reply = await run_script_async(pipe, CLAIM, script_keys, args)
+                else:  # WATCH and the script in one write
+                    reply = await watch_and_run_async(pipe, keys.evidence, CLAIM, script_keys, args)
                     self.watching = True
-                reply = await run_script_async(
-                    pipe, CLAIM, [keys.evidence, keys.lease], [token, lease_ms]
-                )
                 return found_from_reply(reply)
             case Pause(seconds):
                 await asyncio.sleep(seconds)

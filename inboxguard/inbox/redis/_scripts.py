@@ -4,8 +4,20 @@ interleave with another client's."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["CLAIM", "FORGET", "QUARANTINE", "RELEASE", "RESOLVE", "Script"]
+__all__ = [
+    "CLAIM",
+    "FORGET",
+    "QUARANTINE",
+    "RELEASE",
+    "RESOLVE",
+    "Script",
+    "no_script",
+    "run_script",
+    "run_script_async",
+]
 
 
 class Script:
@@ -85,3 +97,30 @@ if e[1] and e[1] ~= ARGV[1] then
 end
 return {}
 """)
+
+
+def run_script(conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    """``EVALSHA``, loading the script with ``EVAL`` when the server lacks it."""
+    try:
+        return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except Exception as error:
+        if not no_script(error):
+            raise
+        return conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
+
+
+def no_script(error: Exception) -> bool:
+    """The server does not have the script yet (redis-py's ``NoScriptError``)."""
+    return type(error).__name__ == "NoScriptError" or "NOSCRIPT" in str(error)
+
+
+async def run_script_async(
+    conn: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]
+) -> Any:
+    """:func:`run_script` on a redis.asyncio connection."""
+    try:
+        return await conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except Exception as error:
+        if not no_script(error):
+            raise
+        return await conn.execute_command("EVAL", script.source, len(keys), *keys, *args)

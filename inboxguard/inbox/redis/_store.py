@@ -11,9 +11,8 @@ from typing import Any
 from inboxguard._core.details import encode_details
 from inboxguard.inbox._quarantine import QuarantineAction, QuarantineReplay
 from inboxguard.inbox._records import InboxRecord, QuarantineRecord
-from inboxguard.inbox.redis._drive import run_script
 from inboxguard.inbox.redis._keys import KeySpace, escape_pattern
-from inboxguard.inbox.redis._scripts import FORGET, RESOLVE
+from inboxguard.inbox.redis._scripts import FORGET, RESOLVE, run_script
 
 __all__ = ["RedisRecords"]
 
