@@ -32,46 +32,38 @@ a data change, the guard emits ``BEGIN`` first when the driver is not yet in
 one, so the savepoint nests in a transaction instead of becoming one that
 its release would commit.
 
-The listeners are registered once per engine and dispatch only for a
-connection while its block runs (the claim and the result store run without
-them, so they may still take the direct path of :mod:`inboxguard.sql.direct`).
+The refusals and their listeners live in :mod:`inboxguard.sql.refusals`; the
+listeners are registered once per engine and dispatch only for a connection
+while its block runs (the claim and the result store run without them, so
+they may still take the direct path of :mod:`inboxguard.sql.direct`). On
+psycopg the savepoint's statements share round trips with ``BEGIN`` and
+``COMMIT`` (:mod:`inboxguard.sql.dialects.postgresql.trips`).
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.exc import DBAPIError, SAWarning, SQLAlchemyError
 from sqlalchemy.orm import Session, SessionTransaction
-from sqlalchemy.sql.expression import (
-    ReleaseSavepointClause,
-    RollbackToSavepointClause,
-    SavepointClause,
-)
 
 from inboxguard.errors import ConfigurationError
-from inboxguard.sql.connection import (
-    TransactionMark,
-    driver_left_transaction,
-    transaction_kept,
-)
+from inboxguard.sql.connection import TransactionMark, transaction_kept
 from inboxguard.sql.dialects import database_for
-from inboxguard.sql.dialects.base.boundary import leading_words
 from inboxguard.sql.dialects.postgresql import trips
 from inboxguard.sql.driver_commit import refuse_driver_commit
+from inboxguard.sql.refusals import SESSION_KEY, WATCHED, Refusals, listen_once
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import NestedTransaction
 
 __all__ = ["Boundary", "begin_driver_transaction", "open_boundary"]
 
-_SAVEPOINT_CLAUSES = (SavepointClause, ReleaseSavepointClause, RollbackToSavepointClause)
 _ENDS: dict[SaDialect, Callable[[str], bool]] = {}  # per dialect: its database's reading
 
 
@@ -130,7 +122,7 @@ def begin_driver_transaction(conn: Connection) -> bool:
     return status is False
 
 
-class Boundary:
+class Boundary(Refusals):
     """The savepoint around one guarded block and the refusals while it runs.
 
     Built by :func:`open_boundary` (``nested``: the session's or
@@ -143,23 +135,17 @@ class Boundary:
 
     __slots__ = (
         "_conn",
-        "_ends",
         "_had_events",
         "_known",
-        "_label",
         "_late",
-        "_name",
         "_nested",
         "_outer",
         "_outer_session",
         "_outermost",
         "_session",
-        "_session_tx",
         "_shown_kept",
         "_stop_begins",
         "_undo_driver",
-        "_watching",
-        "refused",
     )
 
     def __init__(
@@ -185,8 +171,8 @@ class Boundary:
         self._label = "the command"
         self._watching = False
         self._had_events = True
-        self._outer: Boundary | None = None
-        self._outer_session: Boundary | None = None
+        self._outer: Refusals | None = None
+        self._outer_session: Refusals | None = None
         #: How the block tried to end the transaction, once refused (else None).
         self.refused: str | None = None
         self._late = False  # the savepoint opened after the claim: abandon rolls back all
@@ -210,14 +196,14 @@ class Boundary:
         self._label = label
         if self._outermost and trips.shares_round_trips(conn):  # before the flag below is set
             self._stop_begins = trips.watch_begins(conn)
-        _listen_once(conn)
+        listen_once(conn)
         self._had_events = bool(getattr(conn, "_has_events", True))
-        self._outer = _WATCHED.get(conn)
-        _WATCHED[conn] = self
+        self._outer = WATCHED.get(conn)
+        WATCHED[conn] = self
         conn._has_events = True  # noqa: SLF001 - see above
         if self._session is not None:
-            self._outer_session = self._session.info.get(_SESSION_KEY)
-            self._session.info[_SESSION_KEY] = self
+            self._outer_session = self._session.info.get(SESSION_KEY)
+            self._session.info[SESSION_KEY] = self
         self._undo_driver = refuse_driver_commit(conn.connection.dbapi_connection, self._refuse)
         self._watching = True
 
@@ -232,15 +218,15 @@ class Boundary:
             self._shown_kept = not self._stop_begins()
             self._stop_begins = None
         if self._outer is None:
-            _WATCHED.pop(conn, None)
+            WATCHED.pop(conn, None)
         else:
-            _WATCHED[conn] = self._outer
+            WATCHED[conn] = self._outer
         conn._has_events = self._had_events  # noqa: SLF001
         if self._session is not None:
             if self._outer_session is None:
-                self._session.info.pop(_SESSION_KEY, None)
+                self._session.info.pop(SESSION_KEY, None)
             else:
-                self._session.info[_SESSION_KEY] = self._outer_session
+                self._session.info[SESSION_KEY] = self._outer_session
 
     def kept(self, mark: TransactionMark) -> bool:
         """True when nothing was refused and SQLAlchemy's bookkeeping still
@@ -361,100 +347,3 @@ class Boundary:
             " whole delivery retry (raise) instead of retrying a statement inside the block"
         )
         return ConfigurationError(msg)
-
-    # -- refusals -------------------------------------------------------------------
-
-    def _refuse(self, route: str) -> None:
-        self.refused = route
-        msg = (
-            f"inboxguard refused {route} inside the guarded block of {self._label}: it"
-            " would commit the claim with only part of the block, so the command could be"
-            " lost. Never commit inside the block: the caller commits after it (a step that"
-            " may fail goes in a savepoint, begin_nested()). Nothing of this block will commit"
-        )
-        raise ConfigurationError(msg)
-
-    def _on_statement(
-        self,
-        conn: Connection,
-        cursor: Any,
-        statement: str,
-        parameters: Any,
-        context: Any,
-        executemany: bool,
-    ) -> None:
-        compiled = getattr(context, "compiled", None)
-        if compiled is not None and isinstance(compiled.statement, _SAVEPOINT_CLAUSES):
-            return  # SQLAlchemy's own savepoints (begin_nested) are allowed
-        if self._ends(statement):
-            self._refuse(f"the statement {statement.strip()[:60]!r}")
-        if driver_left_transaction(conn):  # ended on the driver connection itself
-            self._refuse(f"the statement {statement.strip()[:60]!r} after the transaction ended")
-        if self._name is not None and _ends_savepoint(statement, self._name):
-            self._refuse(f"the statement {statement.strip()[:60]!r} (the guard's savepoint)")
-
-    def _on_commit(self, conn: Connection) -> None:
-        # SQLAlchemy has already dropped its transaction when this event fires;
-        # roll the database's back too, so both agree there is none.
-        conn.dialect.do_rollback(conn.connection)
-        self._refuse("connection.commit()")
-
-    def _on_session_commit(self, session: Session) -> None:
-        inner = session.get_nested_transaction()
-        if inner is not None and inner is not self._session_tx:
-            return  # the release of a savepoint the block opened
-        self._refuse("session.commit()")
-
-
-#: The boundary watching each connection during its block (nested guards stack).
-_WATCHED: weakref.WeakKeyDictionary[Connection, Boundary] = weakref.WeakKeyDictionary()
-_SESSION_KEY = "inboxguard.boundary"
-_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
-_SESSIONS_LISTENED: list[bool] = []
-
-
-def _listen_once(conn: Connection) -> None:
-    """Register the refusals on ``conn``'s engine (and the Session class) once."""
-    if not _SESSIONS_LISTENED:
-        event.listen(Session, "before_commit", _session_commit)
-        _SESSIONS_LISTENED.append(True)
-    engine = conn.engine
-    while isinstance(getattr(engine, "_proxied", None), Engine):  # an OptionEngine
-        engine = engine._proxied  # type: ignore[attr-defined]  # noqa: SLF001
-    if engine in _ENGINES:
-        return
-    had = engine._has_events  # noqa: SLF001
-    event.listen(engine, "before_cursor_execute", _statement)
-    event.listen(engine, "commit", _commit)
-    engine._has_events = had  # noqa: SLF001 - only watched connections dispatch
-    _ENGINES.add(engine)
-
-
-def _statement(
-    conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-) -> None:
-    boundary = _WATCHED.get(conn)
-    if boundary is not None and boundary._watching:  # noqa: SLF001
-        boundary._on_statement(conn, cursor, statement, parameters, context, many)  # noqa: SLF001
-
-
-def _commit(conn: Connection) -> None:
-    boundary = _WATCHED.get(conn)
-    if boundary is not None and boundary._watching:  # noqa: SLF001
-        boundary._on_commit(conn)  # noqa: SLF001
-
-
-def _session_commit(session: Session) -> None:
-    boundary = session.info.get(_SESSION_KEY)
-    if isinstance(boundary, Boundary) and boundary._watching:  # noqa: SLF001
-        boundary._on_session_commit(session)  # noqa: SLF001
-
-
-@functools.lru_cache(maxsize=2048)
-def _ends_savepoint(statement: str, name: str) -> bool:
-    """True for a written ``RELEASE`` or ``ROLLBACK TO`` of savepoint ``name``."""
-    upper = name.upper()
-    for words in leading_words(statement):
-        if words[0] in {"RELEASE", "ROLLBACK"} and upper in words[1:]:
-            return True
-    return False
