@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,6 +60,7 @@ _PENDING: weakref.WeakKeyDictionary[Any, tuple[str, Callable[[], Exception]]] = 
     weakref.WeakKeyDictionary()
 )
 _INSTALLED: weakref.WeakSet[Dialect] = weakref.WeakSet()
+_INSTALLING = threading.Lock()
 #: The driver methods replaced on a connection while a release is kept back.
 _KEPT_VERBS = ("commit", "rollback", "_get_tx_start_command")
 
@@ -93,6 +95,12 @@ def install(dialect: Dialect) -> None:
     dialect class and every other engine are untouched)."""
     if dialect in _INSTALLED:
         return
+    with _INSTALLING:
+        if dialect not in _INSTALLED:
+            _wrap(dialect)
+
+
+def _wrap(dialect: Dialect) -> None:
     savepoint = dialect.do_savepoint
     release = dialect.do_release_savepoint
     rollback_to = dialect.do_rollback_to_savepoint
