@@ -91,15 +91,17 @@ def subscribe(broker: Any, config: Config, handler: Callable[..., Any]) -> Any:
     if which == "kafka":
         from faststream import AckPolicy
 
+        from integrations.kafka.topics import group_timeouts
+
         # MANUAL: the guard commits each offset after its transaction. The
-        # timeouts suit the tansu test broker (see docs/adapters/kafka.md).
+        # group's timeouts are the Kafka worker's (INBOXGUARD_KAFKA_SESSION_TIMEOUT_MS,
+        # INBOXGUARD_KAFKA_HEARTBEAT_MS; see docs/adapters/kafka.md).
         return broker.subscriber(
             config.queue,
             group_id=GROUP,
             ack_policy=AckPolicy.MANUAL,
             auto_offset_reset="earliest",
-            session_timeout_ms=6000,
-            heartbeat_interval_ms=1000,
+            **group_timeouts(),
         )(handler)
     from faststream.nats import JStream, PullSub
     from nats.js.api import ConsumerConfig

@@ -4,6 +4,7 @@ the consumer group, and their declaration."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -16,6 +17,19 @@ GROUP = "payments"
 PARTITIONS = 2
 #: How long the topics keep records: one hour, well inside the inbox's evidence.
 RETENTION_MS = 3_600_000
+
+
+def group_timeouts() -> dict[str, int]:
+    """The consumer group's ``session_timeout_ms`` and ``heartbeat_interval_ms``:
+    ``INBOXGUARD_KAFKA_SESSION_TIMEOUT_MS`` (6000, the least Apache Kafka's
+    default ``group.min.session.timeout.ms`` accepts) and
+    ``INBOXGUARD_KAFKA_HEARTBEAT_MS`` (1000). The tests set shorter ones, which
+    tansu accepts: it holds a join for about half the session timeout and
+    drops a killed member after it (see docs/adapters/kafka.md)."""
+    return {
+        "session_timeout_ms": int(os.environ.get("INBOXGUARD_KAFKA_SESSION_TIMEOUT_MS", "6000")),
+        "heartbeat_interval_ms": int(os.environ.get("INBOXGUARD_KAFKA_HEARTBEAT_MS", "1000")),
+    }
 
 
 def bootstrap(config: Config) -> str:

@@ -2,7 +2,9 @@
 
 One record per transaction, or one polled batch per transaction with
 ``INBOXGUARD_KAFKA_BATCH=1``; ``INBOXGUARD_KAFKA_WATERMARKS=1`` records each
-partition's offset as a watermark in the same transaction. Refused payments
+partition's offset as a watermark in the same transaction;
+``INBOXGUARD_KAFKA_SESSION_TIMEOUT_MS`` and ``INBOXGUARD_KAFKA_HEARTBEAT_MS``
+set the group's timeouts (6000 and 1000). Refused payments
 go to the ``<topic>.dlq`` topic. ``INBOXGUARD_HANG_IN_BODY`` and
 ``INBOXGUARD_HANG_BEFORE_ACK`` (see ``integrations/payments.py``) stop it
 inside the transaction, or after its commit with the offset not committed,
@@ -31,7 +33,13 @@ from sqlalchemy.ext.asyncio import (
 
 import inboxguard
 from inboxguard.adapters.kafka import GuardedConsumer
-from integrations.kafka.topics import GROUP, bootstrap, dead_letter_topic, declare
+from integrations.kafka.topics import (
+    GROUP,
+    bootstrap,
+    dead_letter_topic,
+    declare,
+    group_timeouts,
+)
 from integrations.payments import (
     RETENTION,
     Config,
@@ -60,8 +68,7 @@ def guard(
         group_id=GROUP,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
+        **group_timeouts(),
     )
     return GuardedConsumer(
         consumer,

@@ -51,13 +51,15 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
     """Run every script whose services are up, each in an empty directory of its own.
 
     The scripts run as forked children of one interpreter that imported the
-    heavy libraries once (tests/docs/fork_runner.py), two at a time.
+    heavy libraries once (tests/docs/fork_runner.py), three at a time: several
+    spend most of their run waiting on a worker or a broker, so a third keeps
+    both cores busy.
     """
     base = tmp_path_factory.mktemp("examples")
     runnable = [str(s) for s in SCRIPTS if all(service_up(n) for n in _needs(s))]
     runnable += [str(s) for s in PYTEST_SAMPLES]
     proc = subprocess.run(
-        [sys.executable, str(RUNNER), str(base), "2", *runnable],
+        [sys.executable, str(RUNNER), str(base), "3", *runnable],
         env=_env(),
         capture_output=True,
         text=True,

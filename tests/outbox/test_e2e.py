@@ -4,8 +4,9 @@ middle of a batch; the broker becomes unreachable for the dispatchers while
 more orders are committed; two inbox-guarded consumers ship the orders.
 
 Outcome: exactly one shipment per order, no row left undelivered, the oldest
-unsent age back to zero. The Dramatiq app on Redis runs the issue's full
-10,000 orders; the other two pairs run 1,000, which prove the same races.
+unsent age back to zero. Each pair runs 300 orders, which prove the same
+races (the victim's batch is 40 of the first 150); ``INBOXGUARD_FULL_SCALE=1``
+runs 1,000, and the issue's full 10,000 on the Dramatiq app with Redis.
 
 The consumers are the Dramatiq reference app (``integrations/dramatiq``, a
 worker started with the ``dramatiq`` command, fed by the Dramatiq transport)
@@ -34,7 +35,8 @@ from tests.outbox._proxy import TcpProxy
 from tests.outbox.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDERS = 1000
+#: Orders of each run (half committed before the kill, half during the outage).
+ORDERS = 1000 if FULL_SCALE else 300
 VICTIM_BATCH = 40
 #: How many rows of its batch the victim publishes before it holds the rest.
 HELD = 10
@@ -145,21 +147,19 @@ class DramatiqAppConsumers:
         return sum(counts.values()), len(counts)
 
     def close(self) -> None:
+        # SIGKILL: the test is over and judges nothing by the worker's shutdown
+        # (on RabbitMQ a SIGTERM did not stop it within 15 s).
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.worker.pid, signal.SIGTERM)
-        try:
-            self.worker.wait(15)
-        except subprocess.TimeoutExpired:
             os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait()
+        self.worker.wait(10)
         _delete_dramatiq_queue(self.url, self.queue)
         self.model.drop_schema(self.engine, self.prefix)
 
 
-# Every pair proves the properties with 1,000 orders, which keeps `make test`
-# inside its time budget; INBOXGUARD_FULL_SCALE=1 runs the full 10,000
-# on the fastest pair (Dramatiq app, Redis), as the 16-worker stress run
-# (benchmarks/stress.py) does for the inbox.
+# Every pair proves the properties with 300 orders, which keeps `make test`
+# inside its time budget; INBOXGUARD_FULL_SCALE=1 runs 1,000, and the issue's
+# full 10,000 on the fastest pair (Dramatiq app, Redis), as the 16-worker
+# stress run (benchmarks/stress.py) does for the inbox.
 CASES = [
     pytest.param(DramatiqAppConsumers, "rabbitmq", ORDERS, id="dramatiq-app-rabbitmq"),
     pytest.param(

@@ -13,7 +13,7 @@ from sqlalchemy import create_engine
 from integrations.payments import make_inbox
 from tests.adapters.generic_support import Deliveries, reference_settings
 from tests.adapters.kafka.support import KafkaSetup
-from tests.adapters.kafka.tansu import tansu
+from tests.adapters.kafka.tansu import WORKER_ENV, tansu
 from tests.conftest import unique
 
 
@@ -31,6 +31,7 @@ def kafka_setup(kafka_url: str, pg_url: str, prefix: str, tmp_path: Path) -> Ite
     config, env = reference_settings(pg_url, f"kafka://{kafka_url}", prefix, tmp_path)
     config = replace(config, queue=unique("topic"))
     env["INBOXGUARD_QUEUE"] = config.queue
+    env.update(WORKER_ENV)
     engine = create_engine(pg_url)
     inbox = make_inbox(engine, config)
     setup = KafkaSetup(

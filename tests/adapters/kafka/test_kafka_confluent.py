@@ -29,6 +29,7 @@ from inboxguard.errors import ConfigurationError
 from integrations.payments import async_url, payments_table
 from tests.adapters.generic_support import paid, payments
 from tests.adapters.kafka.support import read_topic
+from tests.adapters.kafka.tansu import HEARTBEAT_MS, SESSION_TIMEOUT_MS
 from tests.conftest import unique
 
 from .test_kafka_consumer import topic, until
@@ -57,8 +58,8 @@ def librdkafka(url: str, group: str, **options: Any) -> ConfluentConsumer:
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
             **options,
         }
     )

@@ -20,6 +20,7 @@ from integrations.kafka.topics import declare
 from integrations.payments import async_url
 
 from .support import KafkaSetup
+from .tansu import HEARTBEAT_MS, SESSION_TIMEOUT_MS
 
 pytestmark = [pytest.mark.postgresql]
 
@@ -98,6 +99,8 @@ def test_kf16_start_adds_the_topic_retention_to_the_table(kafka_setup: KafkaSetu
             group_id="payments",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=HEARTBEAT_MS,
         )
         guarded = GuardedConsumer(
             consumer,
