@@ -54,6 +54,7 @@ from sqlalchemy.engine import Engine
 
 from benchmarks import _batch_powertools, _batch_scaling, _harness
 from benchmarks._report import table, write_section
+from benchmarks.bench_inbox import evidence_row, evidence_statement
 from inboxguard import Inbox
 from tests.helpers import business_tables
 
@@ -115,7 +116,7 @@ class Bench:
             for cid in batch:
                 self.powertools(conn, cid)
         elif kind == "evidence":
-            conn.execute(self._evidence(), [_evidence_row(cid) for cid in batch])
+            conn.execute(evidence_statement(self.inbox), [evidence_row(cid) for cid in batch])
             for cid in batch:
                 self._mutate(conn, cid)
         elif kind in {"batch", "lean"}:
@@ -134,31 +135,9 @@ class Bench:
                         self._mutate(conn, cid)
                         e.result = {"ok": True}
 
-    def _evidence(self) -> Any:
-        """The inbox rows alone (``bench_inbox.py``'s evidence row, many at once)."""
-        prefix = self.inbox.table_prefix
-        return text(
-            f"INSERT INTO {prefix}inbox (consumer, command_id, digest, processed_at,"
-            " expires_at, result_expires_at) VALUES (:consumer, :command_id, :digest,"
-            " :processed_at, :expires_at, :result_expires_at)"
-            " ON CONFLICT (consumer, command_id) DO NOTHING"
-        )
-
     def _mutate(self, conn: object, cid: str) -> None:
         conn.execute(self.bump)  # type: ignore[attr-defined]
         conn.execute(self.ledger.insert().values(command_id=cid, amount=1))  # type: ignore[attr-defined]
-
-
-def _evidence_row(cid: str) -> dict[str, Any]:
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    return {
-        "consumer": "bench",
-        "command_id": cid,
-        "digest": "d" * 64,
-        "processed_at": now,
-        "expires_at": now + dt.timedelta(days=1),
-        "result_expires_at": None,
-    }
 
 
 def claim_scaling(

@@ -100,7 +100,7 @@ def _run_mode(engine: Engine, inbox: Inbox, mode: str, ids: list[str], worker: i
             if mode == "floor":
                 conn.execute(floor, {"cid": cid})
             elif mode == "evidence":
-                conn.execute(_evidence(inbox), _evidence_row(cid))
+                conn.execute(evidence_statement(inbox), evidence_row(cid))
             if mode in {"bare", "floor", "evidence"}:
                 conn.execute(update.values(balance=accounts.c.balance + 1))
                 conn.execute(ledger.insert().values(command_id=cid, amount=1))
@@ -111,7 +111,7 @@ def _run_mode(engine: Engine, inbox: Inbox, mode: str, ids: list[str], worker: i
                     conn.execute(ledger.insert().values(command_id=cid, amount=1))
 
 
-def _evidence(inbox: Inbox) -> Any:
+def evidence_statement(inbox: Inbox) -> Any:
     """The inbox row alone: its six columns, no claim logic (cached per prefix)."""
     found = _EVIDENCE.get(inbox.table_prefix)
     if found is None:
@@ -127,7 +127,8 @@ def _evidence(inbox: Inbox) -> Any:
 _EVIDENCE: dict[str, Any] = {}
 
 
-def _evidence_row(cid: str) -> dict[str, Any]:
+def evidence_row(cid: str) -> dict[str, Any]:
+    """The six columns of one command's inbox row, as the evidence variants write them."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     return {
         "consumer": "bench",

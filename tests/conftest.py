@@ -108,6 +108,14 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def one_connection(pg_url: str) -> Iterator[Engine]:
+    """A PostgreSQL engine of exactly one connection (what ``tests.adapters.wire`` traces)."""
+    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     """An engine on each supported database."""
     eng = create_engine(db_url)

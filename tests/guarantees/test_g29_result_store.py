@@ -8,12 +8,10 @@ and check the rows on every database.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from inboxguard import Inbox
@@ -21,14 +19,6 @@ from tests.adapters.wire import traced
 from tests.helpers import apply, count, create_business
 
 RETENTION = dt.timedelta(days=7)
-
-
-@pytest.fixture
-def one_connection(pg_url: str) -> Iterator[Engine]:
-    """A PostgreSQL engine of exactly one connection (what the trace reads)."""
-    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
-    yield engine
-    engine.dispose()
 
 
 def _stored(engine: Engine, inbox: Inbox) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Table, create_engine, event, select
+from sqlalchemy import Connection, Table, event, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -25,14 +25,6 @@ from tests.helpers import apply, count, create_business
 pytestmark = pytest.mark.postgresql
 
 RETENTION = dt.timedelta(days=7)
-
-
-@pytest.fixture
-def one_connection(pg_url: str) -> Iterator[Engine]:
-    """A PostgreSQL engine of exactly one connection (what the trace reads)."""
-    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
