@@ -46,7 +46,7 @@ from inboxguard.sql.cursor import CursorStatement, fetch
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["DirectSelect", "direct", "execute", "execute_async"]
+__all__ = ["DirectSelect", "direct", "execute", "execute_async", "watched"]
 
 #: The drivers, and SQLAlchemy's bind style for each, the direct path is taken on.
 _DRIVERS = {"psycopg": "pyformat", "asyncpg": "numeric_dollar"}
@@ -112,20 +112,25 @@ async def execute_async(
 
 
 def _unobserved(conn: Connection) -> bool:
-    """Whether running on the cursor is invisible: see the module's conditions.
-
-    The listener and logging checks read the flags SQLAlchemy's own
-    ``Connection.execute`` reads to decide whether to dispatch events and log;
-    a SQLAlchemy without them is treated as watched.
-    """
+    """Whether running on the cursor is invisible: see the module's conditions."""
     dialect = conn.dialect
     if _DRIVERS.get(dialect.driver) != dialect.paramstyle:
         return False
-    if getattr(conn, "_has_events", True) or getattr(conn.engine, "_has_events", True):
-        return False
-    if getattr(dialect, "_has_events", True) or getattr(conn, "_echo", True):
+    if watched(conn):
         return False
     return not conn.get_execution_options().get("schema_translate_map")
+
+
+def watched(conn: Connection) -> bool:
+    """Whether anyone watches the statements of ``conn``: a listener of a
+    statement event on the engine, the connection or the dialect, or
+    SQLAlchemy's statement logging. It reads the flags SQLAlchemy's own
+    ``Connection.execute`` reads to decide whether to dispatch events and log;
+    a SQLAlchemy without them is treated as watched. Whatever sends a
+    statement past ``Connection.execute`` asks this first."""
+    if getattr(conn, "_has_events", True) or getattr(conn.engine, "_has_events", True):
+        return True
+    return bool(getattr(conn.dialect, "_has_events", True) or getattr(conn, "_echo", True))
 
 
 def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> _Rows:

@@ -225,3 +225,67 @@ def test_g33_every_route_after_the_block_settles_the_kept_release(
     assert _deliver(box, engine, tables, "rolled")
     assert not any(_deliver(box, engine, tables, cid) for cid in ("driver", "statement", "more"))
     assert _balance(engine, accounts) == 40
+
+
+def test_g32_a_dialect_listener_turns_the_sharing_off(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """A listener of the dialect's ``do_execute`` (instrumentation that wraps
+    every statement the driver runs) sees the savepoint and its release: they
+    are sent as SQLAlchemy sends them, not past it."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    seen: list[str] = []
+
+    def record(cursor: Any, statement: str, parameters: Any, context: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "do_execute", record)
+    with traced(engine, tmp_path) as wire:
+        assert _deliver(box, engine, tables, "a")
+    kinds = wire.kinds(prefix, f"{prefix}ledger")
+    assert kinds[:3] == ["BEGIN", "savepoint", "claim"], wire.statements
+    assert kinds[-2:] == ["release", "COMMIT"], wire.statements
+    assert any(s.startswith("SAVEPOINT") for s in seen)
+    assert any(s.startswith("RELEASE SAVEPOINT") for s in seen)
+
+
+def test_g32_the_shared_begin_keeps_the_isolation_level(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """A connection set to SERIALIZABLE (SQLAlchemy's ``isolation_level``) gets
+    the guard's savepoint with psycopg's own ``BEGIN ISOLATION LEVEL
+    SERIALIZABLE``: the block runs at the level the caller chose."""
+    engine = one_connection
+    accounts, ledger = create_business(engine, prefix)
+    with traced(engine, tmp_path) as wire:
+        with engine.connect() as base:
+            conn = base.execution_options(isolation_level="SERIALIZABLE")
+            with conn.begin():
+                with box.guard(conn, consumer="c", command_id="s", payload={"n": 1}):
+                    level = conn.exec_driver_sql("SHOW transaction_isolation").scalar()
+                    apply(conn, accounts, ledger, "s", 10)
+    assert level == "serializable"
+    assert wire.statements[0] == "BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT sa_savepoint_1"
+    assert _balance(engine, accounts) == 10
+
+
+def test_g33_a_two_phase_transaction_releases_at_the_exit(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """In a two-phase transaction (``begin_twophase()``) the commit is a
+    ``PREPARE TRANSACTION`` and a ``COMMIT PREPARED`` that could not carry the
+    release, so the guard releases its savepoint at the exit, where the
+    database still checks it."""
+    engine = one_connection
+    accounts, ledger = create_business(engine, prefix)
+    with traced(engine, tmp_path) as wire, engine.connect() as conn:
+        twophase = conn.begin_twophase()
+        with box.guard(conn, consumer="c", command_id="2pc", payload={"n": 1}):
+            apply(conn, accounts, ledger, "2pc", 10)
+        twophase.rollback()
+    kinds = wire.kinds(prefix, f"{prefix}ledger")
+    assert "release" in kinds, wire.statements
+    assert not any("release + COMMIT" in k for k in kinds), wire.statements
+    assert box.lookup("c", "2pc") is None
+    assert count(engine, ledger) == 0

@@ -29,8 +29,8 @@ connection (a later guard, a ``begin_nested()``, a rollback to a savepoint);
 a rollback drops it, and so does a transaction ended by a statement (the
 block's transaction was confirmed at the exit; what ended it is the caller's
 to say). The shortcuts stay off where someone watches the statements (a
-SQLAlchemy event listener on the connection or engine, or ``echo``), so what
-they see is what is sent; on every other driver (asyncpg, psycopg's asyncio
+SQLAlchemy event listener on the connection, the engine or the dialect, or
+``echo``), so what they see is what is sent; on every other driver (asyncpg, psycopg's asyncio
 connection) the savepoint is sent as SQLAlchemy sends it.
 """
 
@@ -45,7 +45,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, TwoPhaseTransaction
+
+from inboxguard.sql.direct import watched
 
 __all__ = ["armed", "flush", "install", "keep_release", "shares_round_trips", "watch_begins"]
 
@@ -67,9 +69,9 @@ _KEPT_VERBS = ("commit", "rollback", "_get_tx_start_command")
 
 def shares_round_trips(conn: Connection) -> bool:
     """True when ``conn`` is on psycopg's sync driver and nothing watches its
-    statements, so the guard's savepoint may ride with ``BEGIN`` and
-    ``COMMIT``."""
-    if conn._has_events or conn.engine._has_events or conn._echo:  # noqa: SLF001
+    statements (:func:`inboxguard.sql.direct.watched`), so the guard's
+    savepoint may ride with ``BEGIN`` and ``COMMIT``."""
+    if watched(conn):
         return False
     psycopg = sys.modules.get("psycopg")
     if psycopg is None:
@@ -163,14 +165,16 @@ def watch_begins(conn: Connection) -> Callable[[], bool]:
 def keep_release(conn: Connection, name: str, lost: Callable[[], Exception]) -> bool:
     """Keep back the release of savepoint ``name`` for the commit; False (do
     nothing) when the server's last reply did not show the transaction open
-    and healthy, the connection is in autocommit, or a release is kept back
-    already. ``lost()`` is the error the commit raises when the release
-    fails."""
+    and healthy, the connection is in autocommit, the transaction is a
+    two-phase one, or a release is kept back already. ``lost()`` is the error
+    the commit raises when the release fails."""
     psycopg = sys.modules["psycopg"]
     dbapi: Any = conn.connection.dbapi_connection
     status = dbapi.pgconn.transaction_status
     if dbapi in _PENDING or dbapi.autocommit or status != psycopg.pq.TransactionStatus.INTRANS:
         return False
+    if isinstance(conn.get_transaction(), TwoPhaseTransaction):
+        return False  # its PREPARE and COMMIT PREPARED would never carry the release
     _PENDING[dbapi] = (name, lost)
     start = type(dbapi)._get_tx_start_command  # noqa: SLF001
 
