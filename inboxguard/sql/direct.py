@@ -41,6 +41,7 @@ from sqlalchemy import Connection, Executable, TextualSelect
 from sqlalchemy.engine import Dialect, Result
 from sqlalchemy.exc import DBAPIError
 
+from inboxguard.sql import opening
 from inboxguard.sql.cursor import CursorStatement, fetch
 
 if TYPE_CHECKING:
@@ -140,7 +141,12 @@ def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> 
     dbapi: Any = conn.dialect.loaded_dbapi
     cursor = fairy.cursor()
     try:
-        raw, rowcount, _ = fetch(cursor, form.sql, args)
+        # the guard's BEGIN and savepoint kept back for this statement: one round trip
+        sent = opening.run(dbapi_conn, form.sql, args) if opening.kept(dbapi_conn) else None
+        if sent is None:
+            raw, rowcount, _ = fetch(cursor, form.sql, args)
+        else:
+            raw, rowcount = sent
     except dbapi.Error as error:
         disconnect = conn.dialect.is_disconnect(error, dbapi_conn, cursor)
         wrapped = DBAPIError.instance(

@@ -23,6 +23,7 @@ _FLAGS = 1 | 2
 _QUERY = re.compile(r'^F\t\d+\tQuery\t "(.*)"$', re.DOTALL)
 _PARSE = re.compile(r'^F\t\d+\tParse\t "([^"]*)" "(.*)" \d+(?: \S+)*$', re.DOTALL)
 _BIND = re.compile(r'^F\t\d+\tBind\t "[^"]*" "([^"]*)"')
+_SYNC = re.compile(r"^F\t\d+\tSync$")
 
 
 class Wire:
@@ -31,14 +32,20 @@ class Wire:
 
     def __init__(self) -> None:
         self.statements: list[str] = []
+        #: The names of the statements prepared (``Parse``) while tracing.
+        self.parsed: list[str] = []
+
+    def parsed_named(self, start: str) -> list[str]:
+        """The statements prepared while tracing whose name begins with ``start``."""
+        return [name for name in self.parsed if name.startswith(start)]
 
     def kinds(self, prefix: str, body_table: str) -> list[str]:
         """The statements named, one entry a round trip: ``"claim"`` and
         ``"result store"`` on the inbox of ``prefix``, ``"body INSERT"`` into
         ``body_table``, ``"savepoint"`` and ``"release"`` for the guard's
         savepoint; any other statement as its text. Statements sent as one
-        simple query are named together, joined by ``" + "`` (``"BEGIN +
-        savepoint"``)."""
+        simple query, or in one pipeline, are named together, joined by
+        ``" + "`` (``"BEGIN + savepoint + claim"``)."""
         return [
             " + ".join(_kind(part.strip(), prefix, body_table) for part in statement.split(";"))
             for statement in self.statements
@@ -79,7 +86,13 @@ def traced(engine: Engine, tmp_path: Path) -> Iterator[Wire]:
             yield wire
         finally:
             pgconn.untrace()
-    wire.statements.extend(_statements(path.read_text()))
+    with engine.connect() as conn:  # the same (only) connection: what it prepared earlier
+        rows = conn.exec_driver_sql("SELECT name, statement FROM pg_prepared_statements").all()
+        conn.commit()  # a ROLLBACK would make psycopg deallocate every prepared statement
+    prepared = {str(name): " ".join(str(text).split()) for name, text in rows}
+    trace = path.read_text()
+    wire.statements.extend(_statements(trace, prepared))
+    wire.parsed.extend(found.group(1) for line in _messages(trace) if (found := _PARSE.match(line)))
 
 
 def _messages(trace: str) -> Iterator[str]:
@@ -94,14 +107,19 @@ def _messages(trace: str) -> Iterator[str]:
         yield message
 
 
-def _statements(trace: str) -> Iterator[str]:
-    parsed: dict[str, str] = {}
+def _statements(trace: str, prepared: dict[str, str]) -> Iterator[str]:
+    """One entry a round trip: a simple query's text, or the statements bound
+    before one ``Sync`` (a pipeline), joined by ``"; "``."""
+    parsed = dict(prepared)
+    bound: list[str] = []
     for line in _messages(trace):
         if found := _QUERY.match(line):
             yield found.group(1)
         elif found := _PARSE.match(line):
             parsed[found.group(1)] = " ".join(found.group(2).split())
         elif found := _BIND.match(line):
-            yield parsed.get(
-                found.group(1), f"<statement {found.group(1)} prepared before the trace>"
-            )
+            name = found.group(1)
+            bound.append(parsed.get(name, f"<statement {name} prepared before the trace>"))
+        elif _SYNC.match(line) and bound:
+            yield "; ".join(bound)
+            bound = []

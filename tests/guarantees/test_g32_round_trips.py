@@ -1,8 +1,9 @@
-"""G32-G33: on psycopg, the guard's savepoint rides with the BEGIN and its
-release with the COMMIT, and the exit is still checked by the database.
+"""G32-G33: on psycopg, the guard's savepoint rides with the BEGIN and the
+claim, its release with the COMMIT, and the exit is still checked by the
+database.
 
 Read off the wire (libpq's trace, :mod:`tests.adapters.wire`): one entry a
-round trip, statements sent as one query joined by ``" + "``. Each check of
+round trip, statements sent as one query or one pipeline joined by ``" + "``. Each check of
 G33 also asserts the rows and the redelivery.
 """
 
@@ -76,13 +77,11 @@ def test_g32_the_savepoint_costs_no_round_trip_of_its_own(
         assert not _deliver(box, engine, tables, "a", kind)
     body = [f"UPDATE {prefix}accounts", "body INSERT"]
     kinds = fresh.kinds(prefix, f"{prefix}ledger")
-    assert kinds[0] == "BEGIN + savepoint", fresh.statements
-    assert kinds[1] == "claim", fresh.statements
-    assert [k.split(" SET ")[0] for k in kinds[2:4]] == body, fresh.statements
-    assert kinds[4:] == ["release + COMMIT"], fresh.statements
+    assert kinds[0] == "BEGIN + savepoint + claim", fresh.statements
+    assert [k.split(" SET ")[0] for k in kinds[1:3]] == body, fresh.statements
+    assert kinds[3:] == ["release + COMMIT"], fresh.statements
     assert again.kinds(prefix, f"{prefix}ledger") == [
-        "BEGIN + savepoint",
-        "claim",
+        "BEGIN + savepoint + claim",
         "release + COMMIT",
     ], again.statements
     assert _balance(engine, tables[0]) == 20
@@ -266,7 +265,9 @@ def test_g32_the_shared_begin_keeps_the_isolation_level(
                     level = conn.exec_driver_sql("SHOW transaction_isolation").scalar()
                     apply(conn, accounts, ledger, "s", 10)
     assert level == "serializable"
-    assert wire.statements[0] == "BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT sa_savepoint_1"
+    assert wire.statements[0].startswith(
+        "BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT sa_savepoint_1; WITH claimed AS"
+    ), wire.statements
     assert _balance(engine, accounts) == 10
 
 

@@ -66,15 +66,14 @@ def test_guarded_task_sends_claim_body_result_store_and_nothing_else(
 
     kinds = fresh.kinds(prefix, f"{prefix}ledger")
     fresh_kinds = [
-        "BEGIN + savepoint",
-        "claim",
+        "BEGIN + savepoint + claim",
         "body INSERT",
         "result store",
         "release + COMMIT",
     ]
     assert kinds == fresh_kinds, fresh.statements
     kinds = again.kinds(prefix, f"{prefix}ledger")
-    assert kinds == ["BEGIN + savepoint", "claim", "release + COMMIT"], again.statements
+    assert kinds == ["BEGIN + savepoint + claim", "release + COMMIT"], again.statements
 
 
 def test_c29_a_task_that_ignores_its_result_sends_no_result_store(
@@ -136,13 +135,12 @@ def test_c29_a_task_that_ignores_its_result_sends_no_result_store(
         inbox.drop_schema()
 
     assert fresh.kinds(prefix, f"{prefix}ledger") == [
-        "BEGIN + savepoint",
-        "claim",
+        "BEGIN + savepoint + claim",
         "body INSERT",
         "release + COMMIT",
     ], fresh.statements
     kinds = again.kinds(prefix, f"{prefix}ledger")
-    assert kinds == ["BEGIN + savepoint", "claim", "release + COMMIT"], again.statements
+    assert kinds == ["BEGIN + savepoint + claim", "release + COMMIT"], again.statements
     assert applied == ["r-0", "r-1", "r-2"]
     assert stored["r-0"] is None
     assert stored["r-1"] is None

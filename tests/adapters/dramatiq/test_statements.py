@@ -71,15 +71,14 @@ def test_guarded_message_sends_claim_body_result_store_and_nothing_else(
 
     kinds = fresh.kinds(prefix, f"{prefix}effects")
     fresh_kinds = [
-        "BEGIN + savepoint",
-        "claim",
+        "BEGIN + savepoint + claim",
         "body INSERT",
         "result store",
         "release + COMMIT",
     ]
     assert kinds == fresh_kinds, fresh.statements
     kinds = again.kinds(prefix, f"{prefix}effects")
-    assert kinds == ["BEGIN + savepoint", "claim", "release + COMMIT"], again.statements
+    assert kinds == ["BEGIN + savepoint + claim", "release + COMMIT"], again.statements
 
 
 def _results_stored(engine: Engine, prefix: str) -> dict[str, Any]:
@@ -139,13 +138,12 @@ def test_d22_an_actor_nothing_stores_the_result_of_sends_no_result_store(
         inbox.drop_schema()
 
     assert fresh.kinds(prefix, f"{prefix}effects") == [
-        "BEGIN + savepoint",
-        "claim",
+        "BEGIN + savepoint + claim",
         "body INSERT",
         "release + COMMIT",
     ], fresh.statements
     kinds = again.kinds(prefix, f"{prefix}effects")
-    assert kinds == ["BEGIN + savepoint", "claim", "release + COMMIT"], again.statements
+    assert kinds == ["BEGIN + savepoint + claim", "release + COMMIT"], again.statements
     assert sorted(order for _, order in applied) == ["o-0", "o-1", "o-2"]
     assert stored["o-0"] is None
     assert stored["o-1"] is None

@@ -47,6 +47,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect, TwoPhaseTransaction
 
+from inboxguard.sql import opening
 from inboxguard.sql.direct import watched
 
 __all__ = ["armed", "flush", "install", "keep_release", "shares_round_trips", "watch_begins"]
@@ -115,6 +116,8 @@ def _wrap(dialect: Dialect) -> None:
         savepoint(connection, name)
 
     def do_release_savepoint(connection: Connection, name: str) -> None:
+        if _unopened(connection, name):
+            return
         flush(connection)
         arm = _ARMED.get()
         if (
@@ -127,9 +130,22 @@ def _wrap(dialect: Dialect) -> None:
         release(connection, name)
 
     def do_rollback_to_savepoint(connection: Connection, name: str) -> None:
+        if _unopened(connection, name):
+            return
         flush(connection)
         rollback_to(connection, name)
 
+    def before(execute: Callable[..., Any]) -> Callable[..., Any]:
+        def do_execute(cursor: Any, *args: Any, **kwargs: Any) -> Any:
+            if opening.kept_any():  # a statement comes before the claim: open the savepoint first
+                _open_kept(cursor.connection)
+            return execute(cursor, *args, **kwargs)
+
+        return do_execute
+
+    dialect.do_execute = before(dialect.do_execute)  # type: ignore[method-assign]
+    dialect.do_execute_no_params = before(dialect.do_execute_no_params)  # type: ignore[method-assign]
+    dialect.do_executemany = before(dialect.do_executemany)  # type: ignore[method-assign]
     dialect.do_savepoint = do_savepoint  # type: ignore[method-assign]
     dialect.do_release_savepoint = do_release_savepoint  # type: ignore[method-assign]
     dialect.do_rollback_to_savepoint = do_rollback_to_savepoint  # type: ignore[method-assign]
@@ -142,6 +158,7 @@ def watch_begins(conn: Connection) -> Callable[[], bool]:
     transaction open at the start ended in between, whatever ended it).
     Watches nest: an inner one passes each begin on to the outer."""
     dbapi: Any = conn.connection.dbapi_connection
+    _open_kept(dbapi)  # the block starts before any statement: open the savepoint now
     began: list[bool] = []
     outer = dbapi.__dict__.get("_get_tx_start_command")
     start = outer or (lambda: type(dbapi)._get_tx_start_command(dbapi))  # noqa: SLF001
@@ -189,24 +206,56 @@ def keep_release(conn: Connection, name: str, lost: Callable[[], Exception]) -> 
 
 
 def flush(connection: Connection) -> None:
-    """Send the release kept back on ``connection``, if any (raising the
-    guard's error, the transaction rolled back, when it fails)."""
-    if not _PENDING:
+    """Send what is kept back on ``connection``: a savepoint's opening (with
+    its ``BEGIN``), or a release (raising the guard's error, the transaction
+    rolled back, when it fails)."""
+    if not _PENDING and not opening.kept_any():
         return
     dbapi: Any = connection.connection.dbapi_connection
+    _open_kept(dbapi)
     if dbapi in _PENDING:
         _release(dbapi, b"")
 
 
+def _open_kept(dbapi: Any) -> None:
+    """Send the savepoint opening kept back on ``dbapi``, if any, with its ``BEGIN``."""
+    name = opening.drop(dbapi)
+    if name is not None:
+        _open_now(dbapi, name)
+
+
+def _unopened(connection: Connection, name: str) -> bool:
+    """True (and nothing kept back any more) when savepoint ``name``'s opening
+    was still kept back: no statement ran in it, so there is nothing to
+    release or roll back, and nothing was begun."""
+    if not opening.kept_any():
+        return False
+    dbapi: Any = connection.connection.dbapi_connection
+    if opening.kept(dbapi) != name:
+        return False
+    opening.drop(dbapi)
+    return True
+
+
 def _begin_with(connection: Connection, name: str) -> bool:
-    """Send psycopg's ``BEGIN`` and the savepoint as one query when psycopg
-    has not begun the transaction yet; False when it has (or the query failed:
-    the ordinary path then sends, and reports, it again)."""
+    """Keep the savepoint's opening back for the transaction's first
+    statement (:mod:`inboxguard.sql.opening`), when psycopg has not begun the
+    transaction yet; False when it has."""
     psycopg = sys.modules["psycopg"]
     dbapi: Any = connection.connection.dbapi_connection
     idle = psycopg.pq.TransactionStatus.IDLE
     if dbapi.autocommit or dbapi.pgconn.transaction_status != idle:
         return False
+    if dbapi._pipeline is not None:  # noqa: SLF001 - psycopg's own pipeline mode: send it now
+        return _open_now(dbapi, name)
+    opening.keep(dbapi, name)
+    return True
+
+
+def _open_now(dbapi: Any, name: str) -> bool:
+    """Send psycopg's ``BEGIN`` and the savepoint as one query; False when the
+    query failed (the ordinary path then sends, and reports, it again)."""
+    idle = sys.modules["psycopg"].pq.TransactionStatus.IDLE
     command = dbapi._get_tx_start_command() + b"; SAVEPOINT " + name.encode()  # noqa: SLF001
     if _sent(dbapi, command):
         return True
