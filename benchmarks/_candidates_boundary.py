@@ -29,6 +29,11 @@ G17-G24, on a raw psycopg connection like the other candidates:
   round trips of the claim without a savepoint: what the guard sends on
   psycopg since 2026-12-02 (``inboxguard/sql/dialects/postgresql/trips.py``,
   G32);
+- ``guard: claim with begin and savepoint; release; commit``: what the guard
+  sends on psycopg since G35: ``BEGIN``, ``SAVEPOINT`` and the claim (a
+  prepared statement) as one libpq pipeline
+  (:func:`inboxguard.sql.pg_pipeline.send`, written together and read after
+  one ``Sync``), the handler, then ``RELEASE SAVEPOINT; COMMIT`` as one query;
 - ``guard: xid check with commit``: no savepoint, for an adapter that began
   the transaction and rolls all of it back on failure. The transaction's id,
   read in the claim's round trip, is checked at the exit by a statement that
@@ -42,12 +47,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from inboxguard.sql import pg_pipeline
+
 if TYPE_CHECKING:
     import psycopg
 
     from benchmarks.bench_candidates import Variant
 
-__all__ = ["BOUNDARY", "ONE_QUERY", "boundary_message"]
+__all__ = ["BOUNDARY", "ONE_QUERY", "OWN_BEGIN", "WITH_CLAIM", "boundary_message"]
 
 BOUNDARY = (
     "guard",
@@ -56,10 +63,15 @@ BOUNDARY = (
     "guard: both pipelined",
     "guard: release; commit as one query",
     "guard: begin; savepoint and release; commit",
+    "guard: claim with begin and savepoint; release; commit",
     "guard: xid check with commit",
 )
 #: The variant that runs on an autocommit connection, sending BEGIN itself.
 ONE_QUERY = "guard: begin; savepoint and release; commit"
+#: The variant that sends BEGIN, SAVEPOINT and the claim as one pipeline (G35).
+WITH_CLAIM = "guard: claim with begin and savepoint; release; commit"
+#: The variants that run on an autocommit connection, sending BEGIN themselves.
+OWN_BEGIN = (ONE_QUERY, WITH_CLAIM)
 #: The name SQLAlchemy gives the first savepoint of a connection.
 _SAVEPOINT = "sa_savepoint_1"
 _XID = "SELECT txid_current()"
@@ -80,6 +92,8 @@ def boundary_message(v: Variant, params: dict[str, Any]) -> float:
         elif name == ONE_QUERY:
             cur.execute(f"BEGIN; SAVEPOINT {_SAVEPOINT}", prepare=False)
             fresh = v.claim_once(cur, params)
+        elif name == WITH_CLAIM:
+            fresh = _claim_with_begin(v, conn, cur, params)
         elif name in {"guard: savepoint pipelined", "guard: both pipelined"}:
             with conn.pipeline():
                 cur.execute(f"SAVEPOINT {_SAVEPOINT}")
@@ -94,13 +108,31 @@ def boundary_message(v: Variant, params: dict[str, Any]) -> float:
     return time.perf_counter() - start
 
 
+def _claim_with_begin(
+    v: Variant, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any], params: dict[str, Any]
+) -> bool:
+    """``BEGIN``, ``SAVEPOINT`` and the claim as one pipeline, as the guard
+    sends them (G35); True when the claim is fresh."""
+    claim = pg_pipeline.Prepared(conn, v.claim, params)
+    replies = pg_pipeline.send(conn, [b"BEGIN", f"SAVEPOINT {_SAVEPOINT}".encode(), claim])
+    failed = pg_pipeline.failed(replies)
+    if failed is not None:
+        raise pg_pipeline.error_of(conn, failed)
+    rows, _ = claim.rows(replies[-1])
+    if rows:
+        return bool(rows[0][3])
+    cur.execute(v.stored, params)  # a lost race
+    cur.fetchone()
+    return False
+
+
 def _exit(name: str, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any], xid: Any) -> None:
     if xid is not None:
         with conn.pipeline():
             cur.execute(_XID_CHECK, {"xid": xid})
             conn.commit()
         return
-    if name in {"guard: release; commit as one query", ONE_QUERY}:
+    if name in {"guard: release; commit as one query", *OWN_BEGIN}:
         cur.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}; COMMIT", prepare=False)
         conn.commit()  # psycopg's bookkeeping: the server is already outside the transaction
         return

@@ -67,7 +67,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
 from benchmarks import _harness
-from benchmarks._candidates_boundary import BOUNDARY, ONE_QUERY, boundary_message
+from benchmarks._candidates_boundary import (
+    BOUNDARY,
+    ONE_QUERY,
+    OWN_BEGIN,
+    WITH_CLAIM,
+    boundary_message,
+)
 from benchmarks._harness import Load
 from benchmarks._report import table, write_section
 from inboxguard import Inbox
@@ -188,7 +194,7 @@ class Variant:
         self.prefix = prefix
         prepare = {} if name != "no prepared statements" else {"prepare_threshold": None}
         self.conn: psycopg.Connection[Any] = psycopg.connect(dsn, **prepare)  # type: ignore[arg-type]
-        self.conn.autocommit = name == ONE_QUERY  # it sends its own BEGIN
+        self.conn.autocommit = name in OWN_BEGIN  # it sends its own BEGIN
         inbox = f"{prefix}inbox"
         millis = int(DEFAULT_LOCK_TIMEOUT.total_seconds() * 1000)
         lock = None if name == "no lock bound" else DEFAULT_LOCK_TIMEOUT
@@ -391,7 +397,8 @@ def _publish(rounds: list[dict[str, float]], digest: float, load: Load, n_rounds
     fresh_now = _harness.median(rounds, "now")
     now_row = _harness.ratio(rounds, "now", "evidence row")
     guard_row = _harness.ratio(rounds, "guard", "evidence row")
-    shipped_row = _harness.ratio(rounds, ONE_QUERY, "evidence row")
+    shared_row = _harness.ratio(rounds, ONE_QUERY, "evidence row")
+    shipped_row = _harness.ratio(rounds, WITH_CLAIM, "evidence row")
     body = f"""
 {METHOD}
 
@@ -408,8 +415,12 @@ sends costs {now_row} of the evidence row; with the guard's savepoint around
 it, each boundary statement a round trip of its own (`guard`, what a guarded
 message sent until 2026-12-02, and still sends on other drivers), {guard_row};
 with the savepoint sent with the `BEGIN` and the release with the `COMMIT`
-(`{ONE_QUERY}`, what a guarded message sends on psycopg since 2026-12-02,
-G32), {shipped_row}: the least the database side of the guard costs here,
+(`{ONE_QUERY}`, what a guarded message sent on psycopg from G32 until G35),
+{shared_row}; with the claim in the same round trip as the `BEGIN` and the
+savepoint too (`{WITH_CLAIM}`, one libpq pipeline, what a guarded message sends
+on psycopg since G35), {shipped_row}: the least the database side of the guard
+costs here, one round trip fewer than the evidence row's transaction (whose
+`BEGIN` psycopg sends alone),
 since the claim alone is {now_row}; against the one-column floor, the claim costs {now_floor}, the
 claim sent until 2026-12-01 {before_floor}, the split claim {split_floor}
 and the evidence row itself {row_floor}. The cuts of the boundary, each

@@ -21,7 +21,7 @@ The asyncio driver loads ``sqlalchemy.ext.asyncio`` only when it runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
@@ -29,7 +29,7 @@ from contextlib import (
     nullcontext,
 )
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Executable
 from sqlalchemy.engine import Dialect as SaDialect
@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from inboxguard._core.context import entry_var, session_var
 from inboxguard._telemetry import OUTCOME, Telemetry
+from inboxguard.inbox._decide import results_vanished_error
 from inboxguard.inbox._flow import (
     BlockExit,
     Connect,
@@ -56,7 +57,7 @@ from inboxguard.sql.connection import (
     connection_of,
     spare_connection_problem,
 )
-from inboxguard.sql.direct import execute, execute_async
+from inboxguard.sql.direct import Rows, execute, execute_async
 from inboxguard.sql.savepoint import GuardSavepoint
 from inboxguard.sql.table_text import schema_options
 
@@ -196,6 +197,9 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
         while request is not None:
             match request:
                 case Execute(statement, params):
+                    if self._kept_for_commit(statement, params):
+                        request = resume(flow, KEPT)  # the server checks its one row
+                        continue
                     try:
                         result = execute(self._conn, statement, params)
                     except DBAPIError as error:
@@ -211,6 +215,25 @@ class drive_sync(AbstractContextManager["InboxEntry"]):  # noqa: N801 (used as a
                 case _:
                     unexpected(request)
         return None
+
+    def _kept_for_commit(self, statement: Executable, params: Mapping[str, Any]) -> bool:
+        """Whether the result store is kept back for the ``COMMIT`` (see
+        :meth:`GuardSavepoint.keep_for_commit`); only a statement with an
+        ``at_commit`` variant, after the block, can be."""
+        checked = getattr(statement, "at_commit", None)
+        if checked is None:
+            return False
+        consumer, command_id = params["key_consumer"], params["key_command_id"]
+        return self._savepoint.keep_for_commit(
+            statement,
+            checked,
+            params,
+            lambda matched: results_vanished_error(consumer, [command_id], matched),
+        )
+
+
+#: What the flow reads of a result store kept back for the COMMIT: one row.
+KEPT = Rows([(1,)], 1)
 
 
 def quarantine_sync(request: WriteQuarantine, engine: Engine) -> bool:

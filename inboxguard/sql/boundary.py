@@ -44,15 +44,16 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Executable
 from sqlalchemy.engine import Dialect as SaDialect
 from sqlalchemy.exc import DBAPIError, SAWarning, SQLAlchemyError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from inboxguard.errors import ConfigurationError
+from inboxguard.sql import direct, pg_pipeline
 from inboxguard.sql.connection import TransactionMark, transaction_kept
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.postgresql import trips
@@ -134,6 +135,7 @@ class Boundary(Refusals):
     """
 
     __slots__ = (
+        "_at_commit",
         "_conn",
         "_had_events",
         "_known",
@@ -180,6 +182,8 @@ class Boundary(Refusals):
         self._stop_begins: Callable[[], bool] | None = None
         #: The connection showed the claim's transaction open all through the block.
         self._shown_kept = False
+        #: The result store kept back for the COMMIT (see :meth:`keep_for_commit`).
+        self._at_commit: trips.KeptStore | None = None
 
     def watch(self, label: str) -> None:
         """Refuse every commit from now until :meth:`unwatch`; ``label`` names
@@ -238,6 +242,36 @@ class Boundary(Refusals):
             return False  # an enclosing savepoint was rolled back, and ours with it
         return self.refused is None and transaction_kept(mark)
 
+    def keep_for_commit(
+        self,
+        statement: Executable,
+        checked: direct.DirectSelect,
+        params: Mapping[str, Any],
+        vanished: Callable[[int], Exception],
+    ) -> bool:
+        """Keep a statement run after the block back for the release to carry
+        (G36): only where the release itself rides with the ``COMMIT``
+        (psycopg's sync driver, the outermost guard, the block shown to keep
+        the claim's transaction and the server reporting it healthy, nobody
+        watching the statements). The
+        release then sends ``checked`` first, or, when it is not kept back
+        after all, ``statement``, checking that it changed one row."""
+        conn = self._conn
+        if not (
+            self._nested is not None
+            and self._outermost
+            and self._shown_kept
+            and trips.shares_round_trips(conn)
+            and trips.healthy(conn)
+            and direct.unobserved(conn)
+            and pg_pipeline.usable(conn.connection.dbapi_connection)
+        ):
+            return False
+        self._at_commit = trips.KeptStore(
+            statement, checked.forms(conn.dialect), dict(params), vanished
+        )
+        return True
+
     def release(self) -> None:
         """End a block that exited normally: flush the session, then release
         the savepoint, the database's word that its transaction still holds
@@ -259,9 +293,17 @@ class Boundary(Refusals):
             raise
         if self._nested is None:
             return
+        store, self._at_commit = self._at_commit, None
+        shared = self._shown_kept and trips.shares_round_trips(self._conn)
+        if store is not None and not shared:
+            try:
+                trips.send_store(self._conn, store)
+            except BaseException:
+                self.doom()
+                raise
         try:
-            if self._shown_kept and trips.shares_round_trips(self._conn):
-                with trips.armed(self._conn, self._lost_error):
+            if shared:
+                with trips.armed(self._conn, self._lost_error, store):
                     self._nested.commit()
             else:
                 self._nested.commit()
@@ -296,6 +338,7 @@ class Boundary(Refusals):
         transaction did not outlive it, ``kept`` False): roll back to the
         savepoint, so neither the claim nor anything of the block survives;
         when that cannot be done, roll back the whole caller transaction."""
+        self._at_commit = None
         self.unwatch()
         if kept and not self._late and self._nested is not None and self._nested.is_active:
             try:

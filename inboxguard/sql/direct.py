@@ -47,7 +47,7 @@ from inboxguard.sql.cursor import CursorStatement, fetch
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["DirectSelect", "direct", "execute", "execute_async", "watched"]
+__all__ = ["DirectSelect", "Rows", "direct", "execute", "execute_async", "unobserved", "watched"]
 
 #: The drivers, and SQLAlchemy's bind style for each, the direct path is taken on.
 _DRIVERS = {"psycopg": "pyformat", "asyncpg": "numeric_dollar"}
@@ -58,6 +58,9 @@ class DirectSelect(TextualSelect):
     may run on the DBAPI cursor (see the module's conditions)."""
 
     inherit_cache = True
+    #: A variant that fails unless it changed exactly one row, which may be
+    #: kept back and sent with the ``COMMIT`` (None: always sent when run).
+    at_commit: DirectSelect | None = None
 
     def forms(self, dialect: Dialect) -> CursorStatement:
         """The compiled SQL and the type conversions for ``dialect`` (cached)."""
@@ -75,7 +78,7 @@ def direct(statement: TextualSelect) -> DirectSelect:
     return DirectSelect(statement.element, columns, positional=statement.positional)
 
 
-class _Rows:
+class Rows:
     """The part of a SQLAlchemy ``Result`` the hot path reads: ``first()``,
     ``all()`` and ``rowcount``."""
 
@@ -86,16 +89,18 @@ class _Rows:
         self.rowcount = rowcount
 
     def first(self) -> tuple[Any, ...] | None:
+        """The first row, None when there is none."""
         return self._rows[0] if self._rows else None
 
     def all(self) -> list[tuple[Any, ...]]:
+        """Every row."""
         return list(self._rows)
 
 
 def execute(conn: Connection, statement: Executable, params: Mapping[str, Any]) -> Result[Any]:
     """Run ``statement`` on ``conn``: on the DBAPI cursor when it is a
     :class:`DirectSelect` and nothing would notice, else ``conn.execute``."""
-    if isinstance(statement, DirectSelect) and _unobserved(conn):
+    if isinstance(statement, DirectSelect) and unobserved(conn):
         return cast("Result[Any]", _run(conn, statement.forms(conn.dialect), params))
     return conn.execute(statement, params)
 
@@ -106,13 +111,13 @@ async def execute_async(
     """:func:`execute` on an ``AsyncConnection``: on the adapted DBAPI cursor
     through ``run_sync`` when it may, else ``AsyncConnection.execute``."""
     sync = conn.sync_connection
-    if isinstance(statement, DirectSelect) and sync is not None and _unobserved(sync):
+    if isinstance(statement, DirectSelect) and sync is not None and unobserved(sync):
         rows = await conn.run_sync(_run, statement.forms(conn.dialect), params)
         return cast("Result[Any]", rows)
     return await conn.execute(statement, params)
 
 
-def _unobserved(conn: Connection) -> bool:
+def unobserved(conn: Connection) -> bool:
     """Whether running on the cursor is invisible: see the module's conditions."""
     dialect = conn.dialect
     if _DRIVERS.get(dialect.driver) != dialect.paramstyle:
@@ -134,7 +139,7 @@ def watched(conn: Connection) -> bool:
     return bool(getattr(conn.dialect, "_has_events", True) or getattr(conn, "_echo", True))
 
 
-def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> _Rows:
+def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> Rows:
     args = form.args(params)
     fairy = conn.connection
     dbapi_conn = fairy.dbapi_connection
@@ -162,4 +167,4 @@ def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> 
         raise wrapped from error
     finally:
         cursor.close()
-    return _Rows([form.convert(row) for row in raw], rowcount)
+    return Rows([form.convert(row) for row in raw], rowcount)

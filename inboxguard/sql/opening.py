@@ -31,22 +31,17 @@ rows loaded by psycopg's own adapters, as its cursor does.
 
 from __future__ import annotations
 
-import hashlib
-import sys
 import weakref
-from collections.abc import Sequence
 from typing import Any
+
+from inboxguard.sql import pg_pipeline
 
 __all__ = ["drop", "keep", "kept", "kept_any", "run"]
 
 #: Per driver connection: the savepoint whose opening waits for the next statement.
 _KEPT: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-#: Per driver connection: the names of the statements prepared on it here.
-_PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
 #: The driver methods replaced on a connection while an opening is kept back.
 _VERBS = ("commit", "rollback")
-#: SQLSTATE: the prepared statement named does not exist.
-_NO_SUCH_STATEMENT = "26000"
 
 
 def kept(dbapi: Any) -> str | None:
@@ -88,104 +83,32 @@ def drop(dbapi: Any) -> str | None:
 
 def run(dbapi: Any, sql: str, args: Any) -> tuple[list[tuple[Any, ...]], int] | None:
     """Send the opening kept back on ``dbapi`` and ``sql`` with ``args`` as
-    one pipeline: the statement's rows and row count; None (the opening still
-    kept back) when the connection is in psycopg's own pipeline mode. Raises
-    psycopg's error when a statement of it fails."""
-    name = kept(dbapi)
-    if name is None or dbapi._pipeline is not None:  # noqa: SLF001
+    one pipeline: the statement's rows and row count. Where the connection
+    cannot pipeline prepared statements (:func:`pg_pipeline.usable`), the
+    opening alone is sent and None returned: the caller runs the statement.
+    Raises psycopg's error when a statement of it fails."""
+    name = drop(dbapi)
+    if name is None:
         return None
-    transformer = sys.modules["psycopg.adapt"].Transformer(dbapi)
-    query = sys.modules["psycopg._queries"].PostgresQuery(transformer)
-    query.convert(sql, args)
-    statement = (
-        b"inboxguard_"
-        + hashlib.sha256(query.query + repr(query.types).encode()).hexdigest()[:20].encode()
-    )
     begin = type(dbapi)._get_tx_start_command(dbapi)  # noqa: SLF001
-    drop(dbapi)
-    for _ in range(2):
-        prepared = _prepared(dbapi)
-        prepare = statement not in prepared
-        results = _pipeline(dbapi, begin, name.encode(), statement, query, prepare=prepare)
-        result = results[-1]
-        failed = _first_error(results)
+    opening: list[pg_pipeline.Step] = [begin, b"SAVEPOINT " + name.encode()]
+    if not pg_pipeline.usable(dbapi):  # the savepoint now, the statement as psycopg runs it
+        failed = pg_pipeline.failed(pg_pipeline.send(dbapi, opening))
+        if failed is not None:
+            raise pg_pipeline.error_of(dbapi, failed)
+        return None
+    statement = pg_pipeline.Prepared(dbapi, sql, args)
+    steps = [*opening, statement]
+    for attempt in range(2):
+        results = pg_pipeline.send(dbapi, steps)
+        failed = pg_pipeline.failed(results)
         if failed is None:
-            prepared.add(statement)
-            transformer.set_pgresult(result)
-            rows = transformer.load_rows(0, result.ntuples, tuple)
-            count = result.command_tuples
-            return rows, -1 if count is None else count
-        if prepare or _state(failed) != _NO_SUCH_STATEMENT:
-            raise _error(dbapi, failed)
-        prepared.clear()  # the server forgot them: only the savepoint ran, start again
-        type(dbapi).rollback(dbapi)
+            return statement.rows(results[-1])
+        if attempt or pg_pipeline.state_of(failed) != pg_pipeline.NO_SUCH_STATEMENT:
+            raise pg_pipeline.error_of(dbapi, failed)
+        type(dbapi).rollback(dbapi)  # the server forgot it: only the savepoint ran, start again
+        pg_pipeline.forget(dbapi)
     raise AssertionError("unreachable: the second pass prepares the statement")
-
-
-def _prepared(dbapi: Any) -> set[bytes]:
-    """The statements prepared here on ``dbapi``. The first time, psycopg's
-    own ``DEALLOCATE ALL`` (which it sends after a rollback once it holds
-    prepared statements of its own, and after a ``DISCARD ALL``) is watched,
-    so that it empties the set too."""
-    found = _PREPARED.get(dbapi)
-    if found is not None:
-        return found
-    names: set[bytes] = set()
-    _PREPARED[dbapi] = names
-    deallocate = type(dbapi)._deallocate  # noqa: SLF001
-
-    def watched(name: bytes | None) -> Any:
-        if name is None:
-            names.clear()
-        return deallocate(dbapi, name)
-
-    dbapi._deallocate = watched  # noqa: SLF001
-    return names
-
-
-def _pipeline(
-    dbapi: Any, begin: bytes, savepoint: bytes, statement: bytes, query: Any, *, prepare: bool
-) -> Sequence[Any]:
-    """One round trip: ``BEGIN``, the savepoint, [the statement's ``Parse``],
-    the statement, ``Sync``; every result, the statement's last."""
-    psycopg = sys.modules["psycopg"]
-    pq, generators = psycopg.pq, psycopg.generators
-    pgconn = dbapi.pgconn
-    results: list[Any] = []
-    with dbapi.lock:
-        pgconn.enter_pipeline_mode()
-        try:
-            pgconn.send_query_params(begin, None)
-            pgconn.send_query_params(b"SAVEPOINT " + savepoint, None)
-            if prepare:
-                pgconn.send_prepare(statement, query.query, param_types=query.types)
-            pgconn.send_query_prepared(statement, query.params, param_formats=query.formats)
-            pgconn.pipeline_sync()
-            dbapi.wait(generators.send(pgconn))
-            while True:
-                got = dbapi.wait(generators.fetch_many(pgconn))
-                if got and got[-1].status == pq.ExecStatus.PIPELINE_SYNC:
-                    break
-                results.extend(got)
-        finally:
-            if pgconn.status != pq.ConnStatus.BAD:
-                pgconn.exit_pipeline_mode()
-    return results
-
-
-def _first_error(results: Sequence[Any]) -> Any | None:
-    fatal = sys.modules["psycopg"].pq.ExecStatus.FATAL_ERROR
-    return next((result for result in results if result.status == fatal), None)
-
-
-def _state(result: Any) -> str:
-    diag = sys.modules["psycopg"].pq.DiagnosticField.SQLSTATE
-    return (result.error_field(diag) or b"").decode("ascii", "replace")
-
-
-def _error(dbapi: Any, result: Any) -> Exception:
-    errors = sys.modules["psycopg"].errors
-    return errors.error_from_result(result, encoding=dbapi.info.encoding)  # type: ignore[no-any-return]
 
 
 def kept_any() -> bool:

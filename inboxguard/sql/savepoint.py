@@ -24,13 +24,15 @@ they are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Executable
 from sqlalchemy.orm import Session
 
 from inboxguard.sql.boundary import Boundary, open_boundary
 from inboxguard.sql.connection import TransactionMark, transaction_kept, transaction_mark
+from inboxguard.sql.direct import DirectSelect
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -90,6 +92,23 @@ class GuardSavepoint:
         """End a guard that ended normally (see :meth:`Boundary.release`)."""
         if self._boundary is not None:
             self._boundary.release()
+
+    def keep_for_commit(
+        self,
+        statement: Executable,
+        checked: DirectSelect,
+        params: Mapping[str, Any],
+        vanished: Callable[[int], Exception],
+    ) -> bool:
+        """Keep ``statement`` (run after the block, before :meth:`release`) back
+        to be sent with the ``COMMIT`` as ``checked``, its variant that fails
+        unless it changed one row; ``vanished(n)`` is the error when it changed
+        ``n``. False (do nothing) where it cannot be (see
+        :meth:`Boundary.keep_for_commit`)."""
+        boundary = self._boundary
+        return boundary is not None and boundary.keep_for_commit(
+            statement, checked, params, vanished
+        )
 
     def abandon(self) -> None:
         """End a guard that ended in an error or a cancellation: roll back to

@@ -58,7 +58,9 @@ def _kind(statement: str, prefix: str, body_table: str) -> str:
         and f"INSERT INTO {prefix}inbox " in statement
     ):
         return "claim"
-    if statement.startswith(f"UPDATE {prefix}inbox SET result ="):
+    if statement.startswith(
+        (f"UPDATE {prefix}inbox SET result =", f"WITH stored AS (UPDATE {prefix}inbox SET result =")
+    ):
         return "result store"
     if statement.startswith(f"INSERT INTO {body_table} "):
         return "body INSERT"

@@ -1,4 +1,5 @@
-"""G35: on psycopg, the claim rides with the BEGIN and the guard's savepoint.
+"""G35-G36: on psycopg, the claim rides with the BEGIN and the guard's savepoint, the
+result store with the release and the COMMIT.
 
 One pipeline, one round trip: ``BEGIN``, ``SAVEPOINT``, the claim as a
 prepared statement of inboxguard's own. Read off the wire (libpq's trace,
@@ -12,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import create_engine, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from inboxguard import BeyondRetentionError, Inbox
+from inboxguard import BeyondRetentionError, ConfigurationError, Inbox
 from tests.adapters.wire import traced
 from tests.helpers import apply, count, create_business
 
@@ -106,8 +107,9 @@ def test_g35_a_claim_the_server_forgot_is_rolled_back_and_sent_again(
     box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
 ) -> None:
     """``DEALLOCATE ALL`` sent past psycopg: the pipeline fails with 26000
-    after only the BEGIN and the savepoint ran; it is rolled back and sent
-    again with the claim prepared anew. The command applies once."""
+    after only the BEGIN and the savepoint ran; it is rolled back, the server
+    asked which of inboxguard's statements it still holds, and the pipeline
+    sent again with the claim prepared anew. The command applies once."""
     engine = one_connection
     tables = create_business(engine, prefix)
     assert _deliver(box, engine, tables, "a")
@@ -117,8 +119,10 @@ def test_g35_a_claim_the_server_forgot_is_rolled_back_and_sent_again(
         assert _deliver(box, engine, tables, "b")
     kinds = wire.kinds(prefix, f"{prefix}ledger")
     assert kinds[:2] == ["BEGIN + savepoint + claim", "ROLLBACK"], wire.statements
-    # psycopg may follow its ROLLBACK with a DEALLOCATE ALL of its own
-    rest = [k for k in kinds[2:] if k != "DEALLOCATE ALL"]
+    # psycopg may follow its ROLLBACK with a DEALLOCATE ALL of its own; then
+    # the guard asks the server which of its statements it still holds
+    assert any(k.startswith("SELECT name FROM pg_prepared_statements") for k in kinds[2:4])
+    rest = [k for k in kinds[2:] if not k.startswith(("DEALLOCATE ALL", "SELECT name FROM"))]
     assert rest[0] == "BEGIN + savepoint + claim", wire.statements
     assert rest.count("BEGIN + savepoint + claim") == 1, wire.statements
     assert count(engine, tables[1]) == 2
@@ -151,3 +155,152 @@ def test_g35_a_refusal_before_the_claim_sends_nothing(
         assert count(engine, tables[1]) == 1
     finally:
         box.drop_schema()
+
+
+# -- G36: the result store rides with the release and the COMMIT ------------------------
+
+
+def _with_result(box: Inbox, engine: Engine, tables: tuple, cid: str, then: str = "") -> None:  # type: ignore[type-arg]
+    accounts, ledger = tables
+    with engine.connect() as conn, conn.begin():
+        with box.guard(conn, consumer="c", command_id=cid, payload={"n": 1}) as e:
+            apply(conn, accounts, ledger, cid, 10)
+            e.result = {"applied": cid}
+        if then == "write":
+            conn.execute(ledger.insert().values(command_id=f"{cid} after", amount=0))
+        elif then == "rollback":
+            conn.rollback()
+
+
+def _replayed(box: Inbox, engine: Engine, cid: str) -> object:
+    with engine.connect() as conn, conn.begin():
+        with box.guard(conn, consumer="c", command_id=cid, payload={"n": 1}) as e:
+            assert e.duplicate
+    return e.result
+
+
+def test_g36_the_result_store_rides_with_the_commit(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """A stored result costs no round trip of its own: its statement, the
+    release and the COMMIT go as one pipeline, and a duplicate replays it."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    with traced(engine, tmp_path) as wire:
+        _with_result(box, engine, tables, "a")
+    kinds = wire.kinds(prefix, f"{prefix}ledger")
+    assert kinds[0] == "BEGIN + savepoint + claim", wire.statements
+    assert kinds[-1] == "result store + release + COMMIT", wire.statements
+    assert len(kinds) == 4, wire.statements  # and the UPDATE and the INSERT of the body
+    assert _replayed(box, engine, "a") == {"applied": "a"}
+    assert count(engine, tables[1]) == 1
+
+
+def test_g36_a_statement_after_the_block_sends_the_store_first(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """The caller writes after the guarded block: the kept result store goes
+    before that write (which might end the transaction), the release still
+    with the COMMIT. Everything commits, the result replays."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    with traced(engine, tmp_path) as wire:
+        _with_result(box, engine, tables, "a", then="write")
+    kinds = wire.kinds(prefix, f"{prefix}ledger")
+    assert kinds[-3:] == ["result store", "body INSERT", "release + COMMIT"], wire.statements
+    assert _replayed(box, engine, "a") == {"applied": "a"}
+    assert count(engine, tables[1]) == 2
+
+
+def test_g36_a_rollback_after_the_block_drops_the_store(
+    box: Inbox, one_connection: Engine, prefix: str, tmp_path: Path
+) -> None:
+    """The caller rolls back after the block: the kept store and release are
+    never sent, nothing of the command commits, and its redelivery applies."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    with traced(engine, tmp_path) as wire:
+        _with_result(box, engine, tables, "a", then="rollback")
+    assert not any("result store" in k for k in wire.kinds(prefix, f"{prefix}ledger"))
+    assert box.lookup("c", "a") is None
+    assert count(engine, tables[1]) == 0
+    _with_result(box, engine, tables, "a")
+    assert _replayed(box, engine, "a") == {"applied": "a"}
+    assert count(engine, tables[1]) == 1
+
+
+def test_g36_a_store_whose_row_is_gone_fails_the_commit(
+    box: Inbox, one_connection: Engine, prefix: str
+) -> None:
+    """The block deleted its own claim: the store kept for the COMMIT fails
+    the server's check of one row, the COMMIT behind it never runs, and the
+    commit raises the guard's error. Nothing commits."""
+    engine = one_connection
+    accounts, ledger = create_business(engine, prefix)
+    with pytest.raises(ConfigurationError, match="matched 0 inbox rows"):
+        with engine.connect() as conn, conn.begin():
+            with box.guard(conn, consumer="c", command_id="gone", payload={}) as e:
+                apply(conn, accounts, ledger, "gone", 10)
+                conn.execute(box.tables.inbox.delete())
+                e.result = {"ok": True}
+    assert box.lookup("c", "gone") is None
+    assert count(engine, ledger) == 0
+    assert _balance(engine, (accounts, ledger)) == 0
+
+
+def test_g35_prepared_statements_turned_off_keep_the_claim_apart(
+    pg_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """``prepare_threshold=None`` (a pooler that cannot keep prepared
+    statements): nothing is prepared under inboxguard's names; the savepoint
+    still goes with the BEGIN, the claim and the result store on their own."""
+    engine = create_engine(
+        pg_url, pool_size=1, max_overflow=0, connect_args={"prepare_threshold": None}
+    )
+    box = Inbox(engine, retention=RETENTION, table_prefix=prefix)
+    box.create_schema()
+    try:
+        tables = create_business(engine, prefix)
+        with traced(engine, tmp_path) as wire:
+            _with_result(box, engine, tables, "a")
+        kinds = wire.kinds(prefix, f"{prefix}ledger")
+        assert kinds[:2] == ["BEGIN + savepoint", "claim"], wire.statements
+        assert kinds[-2:] == ["result store", "release + COMMIT"], wire.statements
+        assert _prepared(engine) == []
+        assert _replayed(box, engine, "a") == {"applied": "a"}
+    finally:
+        box.drop_schema()
+        engine.dispose()
+
+
+def test_g36_a_store_the_server_forgot_fails_the_commit_and_nothing_commits(
+    box: Inbox, one_connection: Engine, prefix: str
+) -> None:
+    """The result store's prepared statement deallocated behind psycopg's
+    back: the pipeline at the commit fails (SQLSTATE 26000) before the
+    release and the COMMIT, the transaction is rolled back and the commit
+    raises, so nothing of the command commits; the next delivery prepares it
+    again and applies once."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    _with_result(box, engine, tables, "warm")
+    (store,) = [n for n in _prepared(engine) if n not in _claims(engine)]
+    with engine.connect() as conn:
+        conn.connection.dbapi_connection.pgconn.exec_(f"DEALLOCATE {store}".encode())  # type: ignore[union-attr]
+    with pytest.raises(Exception, match="does not exist"):
+        _with_result(box, engine, tables, "a")
+    assert box.lookup("c", "a") is None
+    assert count(engine, tables[1]) == 1
+    _with_result(box, engine, tables, "a")
+    assert _replayed(box, engine, "a") == {"applied": "a"}
+    assert count(engine, tables[1]) == 2
+
+
+def _claims(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH claimed%%'"
+        ).scalars()
+        names = [str(name) for name in rows]
+        conn.commit()
+    return names

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import inboxguard
-from inboxguard.sql.direct import DirectSelect, _Rows, execute
+from inboxguard.sql.direct import DirectSelect, Rows, execute
 from tests.conftest import unique
 
 CONSUMER = "billing"
@@ -63,7 +63,7 @@ def test_plain_psycopg_engine_runs_the_claim_on_the_cursor(
     execution, and its row converts as SQLAlchemy would (aware UTC, bool)."""
     with pg.connect() as conn, conn.begin():
         result = execute(conn, _claim(box, conn), _params("c-1"))
-        assert isinstance(result, _Rows)
+        assert isinstance(result, Rows)
         assert result.first() == ("d" * 64, None, None, True)
     with pg.connect() as conn, conn.begin():
         row = execute(conn, _claim(box, conn), _params("c-1")).first()
@@ -93,7 +93,7 @@ def test_anything_watching_statements_gets_sqlalchemys_execution(
         with caplog.at_level(logging.INFO, "sqlalchemy.engine"), engine.connect() as conn:
             with conn.begin():
                 result = execute(conn, _claim(box, conn), _params("c-watch"))
-                assert not isinstance(result, _Rows)
+                assert not isinstance(result, Rows)
                 assert result.first() is not None
         if observer in {"before_cursor_execute", "after_cursor_execute", "before_execute"}:
             assert any("ON CONFLICT" in sql for sql in seen)
@@ -109,7 +109,7 @@ def test_a_tenant_schema_map_gets_sqlalchemys_execution(box: inboxguard.Inbox, p
         tenant = conn.execution_options(schema_translate_map={None: "public"})
         with tenant.begin():
             result = execute(tenant, _claim(box, tenant), _params("c-tenant"))
-            assert not isinstance(result, _Rows)
+            assert not isinstance(result, Rows)
 
 
 def test_outcomes_are_the_same_on_both_paths(box: inboxguard.Inbox, pg_url: str) -> None:

@@ -73,8 +73,7 @@ def test_guarded_message_sends_claim_body_result_store_and_nothing_else(
     fresh_kinds = [
         "BEGIN + savepoint + claim",
         "body INSERT",
-        "result store",
-        "release + COMMIT",
+        "result store + release + COMMIT",
     ]
     assert kinds == fresh_kinds, fresh.statements
     kinds = again.kinds(prefix, f"{prefix}effects")

@@ -153,15 +153,28 @@ def _stored_text(lock_timeout: dt.timedelta | None, tables: InboxTables) -> Dire
     )
 
 
+_STORE = (
+    "UPDATE {inbox} SET result = :new_result"
+    " WHERE consumer = :key_consumer AND command_id = :key_command_id RETURNING 1"
+)
+
+
 def _store_text(tables: InboxTables) -> DirectSelect:
     """The result store as text, so it may take the direct path too; ``RETURNING``
-    makes it a statement with rows, and its row count is the rows it updated."""
+    makes it a statement with rows, and its row count is the rows it updated.
+
+    Its ``at_commit`` variant fails (division by zero) unless it updated
+    exactly one row, so it can be sent with the ``COMMIT`` (G36): the
+    server then checks what the flow checks of the row count."""
+    store = _store_statement(_STORE, tables)
+    checked = f"WITH stored AS ({_STORE}) SELECT 1 / (count(*) = 1)::int AS stored FROM stored"
+    store.at_commit = _store_statement(checked, tables)
+    return store
+
+
+def _store_statement(sql: str, tables: InboxTables) -> DirectSelect:
     return direct(
-        table_text(
-            "UPDATE {inbox} SET result = :new_result"
-            " WHERE consumer = :key_consumer AND command_id = :key_command_id RETURNING 1",
-            inbox=tables.inbox,
-        )
+        table_text(sql, inbox=tables.inbox)
         .bindparams(
             bindparam("new_result", type_=long_text()),
             bindparam("key_consumer", type_=id_type()),
