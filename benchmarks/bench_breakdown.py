@@ -58,6 +58,7 @@ from inboxguard._core.digest import canonical_json, digest_of
 from inboxguard._core.identity import validate_identity
 from inboxguard.inbox import _drive
 from inboxguard.inbox._decide import prepare
+from inboxguard.sql import pg_pipeline
 from inboxguard.sql.dialects.postgresql import trips
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -89,6 +90,7 @@ class StatementClock:
         self._label = ""
         self._runner = _drive.execute
         self._sent = trips._sent  # noqa: SLF001 - the boundary's shared round trips
+        self._pipelined = pg_pipeline.send  # the claim's and the store's pipelines (G35, G36)
         self.on = False
 
     def cursor_class(self) -> type[psycopg.Cursor[Any]]:
@@ -119,6 +121,16 @@ class StatementClock:
                 self.cursor[_boundary_label(command)] += time.perf_counter() - start
 
         trips._sent = timed_sent  # noqa: SLF001
+        pipelined = self._pipelined
+
+        def timed_pipeline(dbapi: Any, steps: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return pipelined(dbapi, steps)
+            finally:
+                self.cursor[_pipeline_label(steps)] += time.perf_counter() - start
+
+        pg_pipeline.send = timed_pipeline  # type: ignore[assignment]
 
         def timed(conn: Any, statement: Any, params: Any) -> Any:
             start = time.perf_counter()
@@ -133,6 +145,7 @@ class StatementClock:
     def close(self) -> None:
         _drive.execute = self._runner  # type: ignore[assignment]
         trips._sent = self._sent  # noqa: SLF001
+        pg_pipeline.send = self._pipelined  # type: ignore[assignment]
         self.on = False
 
     def reset(self) -> None:
@@ -152,6 +165,15 @@ def _label(statement: str) -> str:
     labels = {"WITH": "claim", "UPDATE": "store", "INSERT": "floor"}
     labels |= {"SAVEPO": "savepoint", "RELEAS": "savepoint"}  # the guard's boundary
     return labels.get(head, "other")
+
+
+def _pipeline_label(steps: Any) -> str:
+    """The label of a pipeline the guard sends (psycopg)."""
+    if isinstance(steps[0], bytes) and steps[0].startswith(b"BEGIN"):
+        return "claim with begin"
+    if b"COMMIT" in steps:
+        return "store with commit"
+    return "pipeline"
 
 
 def _boundary_label(command: bytes) -> str:
@@ -244,12 +266,18 @@ def _round(
                 out[f"fresh {label} sa"] = clock.sa[label] / MESSAGES
                 out[f"fresh {label} cursor"] = clock.cursor[label] / MESSAGES
             out["fresh savepoint cursor"] = clock.cursor["savepoint"] / MESSAGES
-            for label in ("begin with savepoint", "release with commit"):
+            for label in (
+                "begin with savepoint",
+                "release with commit",
+                "claim with begin",
+                "store with commit",
+            ):
                 out[f"fresh {label}"] = clock.cursor[label] / MESSAGES
         elif variant == "duplicate":
             out["duplicate"] = _guards(engine, inbox, dup)
             out["duplicate claim sa"] = clock.sa["claim"] / MESSAGES
             out["duplicate claim cursor"] = clock.cursor["claim"] / MESSAGES
+            out["duplicate claim with begin"] = clock.cursor["claim with begin"] / MESSAGES
         elif variant == "floor":
             out["floor"] = _floor(engine, prefix, [f"{c}-floor" for c in fresh])
             out["floor cursor"] = clock.cursor["floor"] / MESSAGES
@@ -307,6 +335,7 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             - r["fresh savepoint cursor"]
             - r["fresh begin with savepoint"]
             - r["fresh release with commit"]
+            - r["fresh store with commit"]
         )
 
     steps = [
@@ -316,13 +345,24 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
             "claim parameters (the rest of `prepare`)",
             derived(lambda r: r["prepare"] - r["validation"] - r["digest"]),
         ),
-        ("claim statement: driver + server (`cursor.execute`)", col("fresh claim cursor")),
+        (
+            "`BEGIN`, `SAVEPOINT` and the claim in one pipeline (psycopg, G35): driver + server",
+            col("fresh claim with begin"),
+        ),
+        (
+            "claim statement sent alone: driver + server (`cursor.execute`)",
+            col("fresh claim cursor"),
+        ),
         (
             "claim statement: the runner around it (direct path)",
-            derived(lambda r: r["fresh claim sa"] - r["fresh claim cursor"]),
+            derived(
+                lambda r: (
+                    r["fresh claim sa"] - r["fresh claim cursor"] - r["fresh claim with begin"]
+                )
+            ),
         ),
         ("result encoding (canonical JSON)", col("result encoding")),
-        ("result store: driver + server", col("fresh store cursor")),
+        ("result store sent alone: driver + server", col("fresh store cursor")),
         (
             "result store: the runner around it (direct path)",
             derived(lambda r: r["fresh store sa"] - r["fresh store cursor"]),
@@ -334,6 +374,10 @@ def _steps(rounds: list[dict[str, float]]) -> list[list[object]]:
         (
             "`RELEASE SAVEPOINT; COMMIT` in one query (psycopg, G32): driver + server",
             col("fresh release with commit"),
+        ),
+        (
+            "result store, `RELEASE` and `COMMIT` in one pipeline (psycopg, G36): driver + server",
+            col("fresh store with commit"),
         ),
         (
             "the guard's savepoint or release sent alone: driver + server",
@@ -388,10 +432,19 @@ def main() -> None:
         admin.dispose()
     load.stop()
     statements = [
-        ["fresh claim", _us([r["fresh claim cursor"] for r in rounds])],
-        ["duplicate claim", _us([r["duplicate claim cursor"] for r in rounds])],
+        [
+            "fresh claim with `BEGIN` and `SAVEPOINT` (one pipeline)",
+            _us([r["fresh claim with begin"] for r in rounds]),
+        ],
+        [
+            "duplicate claim with `BEGIN` and `SAVEPOINT` (one pipeline)",
+            _us([r["duplicate claim with begin"] for r in rounds]),
+        ],
         ["one-column floor insert", _us([r["floor cursor"] for r in rounds])],
-        ["result store (fresh only)", _us([r["fresh store cursor"] for r in rounds])],
+        [
+            "result store, `RELEASE` and `COMMIT` (one pipeline; fresh only)",
+            _us([r["fresh store with commit"] for r in rounds]),
+        ],
         ["`BEGIN; SAVEPOINT` (one query)", _us([r["fresh begin with savepoint"] for r in rounds])],
         [
             "`RELEASE SAVEPOINT; COMMIT` (one query)",
@@ -424,8 +477,9 @@ def main() -> None:
         " event listener, which would turn the claim's direct path off);"
         " the pure-Python steps are timed in loops of their own; the flow and driver line"
         " is what remains of the whole guard. Every variant is timed to the COMMIT's"
-        " reply, since on psycopg the guard's release goes with the COMMIT and its"
-        " savepoint with the transaction's `BEGIN` (G32): the guard's whole transaction"
+        " reply, since on psycopg the guard's release (and the result store) goes with the"
+        " COMMIT and its savepoint (and the claim) with the transaction's `BEGIN` (G32,"
+        " G35, G36): the guard's whole transaction"
         " but the caller's block, against the floor insert's whole transaction. psycopg"
         " sends a `BEGIN` of its own before the floor insert, timed in that"
         " variant.\n\n"

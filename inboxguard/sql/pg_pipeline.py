@@ -18,6 +18,7 @@ the ``COMMIT`` (:mod:`inboxguard.sql.dialects.postgresql.trips`):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 import weakref
@@ -69,8 +70,17 @@ Step = bytes | Prepared
 def usable(dbapi: Any) -> bool:
     """Whether statements may be pipelined, prepared, on ``dbapi``: not in
     psycopg's own pipeline mode, and prepared statements not turned off
-    (``prepare_threshold=None``, as behind a pooler that cannot keep them)."""
-    return dbapi._pipeline is None and dbapi.prepare_threshold is not None  # noqa: SLF001
+    (``prepare_threshold=None``, as behind a pooler that cannot keep them),
+    and a libpq with pipeline mode."""
+    if dbapi._pipeline is not None or dbapi.prepare_threshold is None:  # noqa: SLF001
+        return False
+    return _libpq_pipelines()
+
+
+@functools.cache
+def _libpq_pipelines() -> bool:
+    """Whether the libpq psycopg runs on has pipeline mode (libpq 14 and later)."""
+    return bool(sys.modules["psycopg"].Pipeline.is_supported())
 
 
 def send(dbapi: Any, steps: Sequence[Step]) -> list[Any]:
