@@ -32,51 +32,65 @@ to say). The shortcuts stay off where someone watches the statements (a
 SQLAlchemy event listener on the connection, the engine or the dialect, or
 ``echo``), so what they see is what is sent; on every other driver (asyncpg, psycopg's asyncio
 connection) the savepoint is sent as SQLAlchemy sends it.
+
+This module decides and dispatches; the driver's half lives in a module of its
+own (:mod:`.trips_psycopg`), which looks for psycopg in ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import contextvars
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect, TwoPhaseTransaction
 
+from inboxguard.sql.dialects.postgresql import trips_psycopg
 from inboxguard.sql.direct import watched
 
 __all__ = ["armed", "flush", "install", "keep_release", "shares_round_trips", "watch_begins"]
+
+
+class _Half(Protocol):
+    """One driver's half (a module): see :mod:`.trips_psycopg`."""
+
+    def fits(self, dbapi: Any) -> bool: ...  # pragma: no cover
+    def begin_with(self, connection: Connection, name: str) -> bool: ...  # pragma: no cover
+    def watch_begins(self, conn: Connection) -> Callable[[], bool]: ...  # pragma: no cover
+    def keep_release(  # pragma: no cover
+        self, conn: Connection, name: str, lost: Callable[[], Exception]
+    ) -> bool: ...
+    def flush(self, connection: Connection) -> None: ...  # pragma: no cover
+
+
+_HALVES: tuple[_Half, ...] = (trips_psycopg,)
 
 #: The SQLAlchemy connection whose next savepoint command may ride along, and,
 #: for a release, the error the commit raises when the release fails.
 _ARMED: contextvars.ContextVar[tuple[Connection, Callable[[], Exception] | None] | None] = (
     contextvars.ContextVar("inboxguard_pg_trips", default=None)
 )
-#: Per driver connection: the savepoint whose release rides with the commit,
-#: and the error a failed release raises.
-_PENDING: weakref.WeakKeyDictionary[Any, tuple[str, Callable[[], Exception]]] = (
-    weakref.WeakKeyDictionary()
-)
 _INSTALLED: weakref.WeakSet[Dialect] = weakref.WeakSet()
 _INSTALLING = threading.Lock()
-#: The driver methods replaced on a connection while a release is kept back.
-_KEPT_VERBS = ("commit", "rollback", "_get_tx_start_command")
+
+
+def _half(conn: Connection) -> _Half | None:
+    dbapi = conn.connection.dbapi_connection
+    for half in _HALVES:
+        if half.fits(dbapi):
+            return half
+    return None
 
 
 def shares_round_trips(conn: Connection) -> bool:
-    """True when ``conn`` is on psycopg's sync driver and nothing watches its
-    statements (:func:`inboxguard.sql.direct.watched`), so the guard's
-    savepoint may ride with ``BEGIN`` and ``COMMIT``."""
-    if watched(conn):
-        return False
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is None:
-        return False
-    return type(conn.connection.dbapi_connection) is psycopg.Connection
+    """True when ``conn`` is on psycopg's sync driver or on asyncpg and
+    nothing watches its statements (:func:`inboxguard.sql.direct.watched`),
+    so the guard's savepoint may ride with ``BEGIN`` and ``COMMIT``."""
+    return not watched(conn) and _half(conn) is not None
 
 
 @contextmanager
@@ -108,10 +122,12 @@ def _wrap(dialect: Dialect) -> None:
     rollback_to = dialect.do_rollback_to_savepoint
 
     def do_savepoint(connection: Connection, name: str) -> None:
-        flush(connection)
-        arm = _ARMED.get()
-        if arm is not None and arm[0] is connection and _begin_with(connection, name):
-            return
+        half = _half(connection)
+        if half is not None:
+            half.flush(connection)
+            arm = _ARMED.get()
+            if arm is not None and arm[0] is connection and half.begin_with(connection, name):
+                return
         savepoint(connection, name)
 
     def do_release_savepoint(connection: Connection, name: str) -> None:
@@ -137,117 +153,31 @@ def _wrap(dialect: Dialect) -> None:
 
 
 def watch_begins(conn: Connection) -> Callable[[], bool]:
-    """Note every transaction psycopg begins on ``conn`` from now on; the
+    """Note every transaction the driver begins on ``conn`` from now on; the
     returned function stops watching and says whether one began (the
     transaction open at the start ended in between, whatever ended it).
-    Watches nest: an inner one passes each begin on to the outer."""
-    dbapi: Any = conn.connection.dbapi_connection
-    began: list[bool] = []
-    outer = dbapi.__dict__.get("_get_tx_start_command")
-    start = outer or (lambda: type(dbapi)._get_tx_start_command(dbapi))  # noqa: SLF001
-
-    def begin() -> bytes:
-        began.append(True)
-        return start()  # type: ignore[no-any-return]
-
-    dbapi._get_tx_start_command = begin  # noqa: SLF001
-
-    def stop() -> bool:
-        if outer is None:
-            dbapi.__dict__.pop("_get_tx_start_command", None)
-        else:
-            dbapi._get_tx_start_command = outer  # noqa: SLF001
-        return bool(began)
-
-    return stop
+    Only for a connection :func:`shares_round_trips` accepted."""
+    half = _half(conn)
+    if half is None:  # pragma: no cover - the caller asked shares_round_trips first
+        return lambda: True
+    return half.watch_begins(conn)
 
 
 def keep_release(conn: Connection, name: str, lost: Callable[[], Exception]) -> bool:
     """Keep back the release of savepoint ``name`` for the commit; False (do
-    nothing) when the server's last reply did not show the transaction open
-    and healthy, the connection is in autocommit, the transaction is a
-    two-phase one, or a release is kept back already. ``lost()`` is the error
-    the commit raises when the release fails."""
-    psycopg = sys.modules["psycopg"]
-    dbapi: Any = conn.connection.dbapi_connection
-    status = dbapi.pgconn.transaction_status
-    if dbapi in _PENDING or dbapi.autocommit or status != psycopg.pq.TransactionStatus.INTRANS:
-        return False
+    nothing) when the connection does not show the transaction open (on
+    psycopg: and healthy), the connection is in autocommit, the transaction
+    is a two-phase one, or a release is kept back already. ``lost()`` is the
+    error the commit raises when the release fails."""
     if isinstance(conn.get_transaction(), TwoPhaseTransaction):
         return False  # its PREPARE and COMMIT PREPARED would never carry the release
-    _PENDING[dbapi] = (name, lost)
-    start = type(dbapi)._get_tx_start_command  # noqa: SLF001
-
-    def begin() -> bytes:  # the kept transaction ended by a statement: nothing to release
-        _drop(dbapi)
-        return start(dbapi)  # type: ignore[no-any-return]
-
-    dbapi.commit = lambda: _release(dbapi, b"; COMMIT")
-    dbapi.rollback = lambda: _rollback(dbapi)
-    dbapi._get_tx_start_command = begin  # noqa: SLF001
-    return True
+    half = _half(conn)
+    return half is not None and half.keep_release(conn, name, lost)
 
 
 def flush(connection: Connection) -> None:
     """Send the release kept back on ``connection``, if any (raising the
     guard's error, the transaction rolled back, when it fails)."""
-    if not _PENDING:
-        return
-    dbapi: Any = connection.connection.dbapi_connection
-    if dbapi in _PENDING:
-        _release(dbapi, b"")
-
-
-def _begin_with(connection: Connection, name: str) -> bool:
-    """Send psycopg's ``BEGIN`` and the savepoint as one query when psycopg
-    has not begun the transaction yet; False when it has (or the query failed:
-    the ordinary path then sends, and reports, it again)."""
-    psycopg = sys.modules["psycopg"]
-    dbapi: Any = connection.connection.dbapi_connection
-    idle = psycopg.pq.TransactionStatus.IDLE
-    if dbapi.autocommit or dbapi.pgconn.transaction_status != idle:
-        return False
-    command = dbapi._get_tx_start_command() + b"; SAVEPOINT " + name.encode()  # noqa: SLF001
-    if _sent(dbapi, command):
-        return True
-    if dbapi.pgconn.transaction_status != idle:
-        type(dbapi).rollback(dbapi)
-    return False
-
-
-def _release(dbapi: Any, then: bytes) -> None:
-    """Send the kept-back release, and ``then`` in the same query; when the
-    release fails, roll back and raise the guard's error. A transaction a
-    statement has ended already leaves nothing to release."""
-    psycopg = sys.modules["psycopg"]
-    name, lost = _drop(dbapi)
-    if dbapi.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        return
-    if _sent(dbapi, b"RELEASE SAVEPOINT " + name.encode() + then):
-        return  # after a COMMIT the server is outside the transaction: psycopg sends nothing
-    type(dbapi).rollback(dbapi)
-    raise lost()
-
-
-def _rollback(dbapi: Any) -> None:
-    _drop(dbapi)
-    type(dbapi).rollback(dbapi)
-
-
-def _drop(dbapi: Any) -> tuple[str, Callable[[], Exception]]:
-    kept = _PENDING.pop(dbapi)
-    for verb in _KEPT_VERBS:
-        dbapi.__dict__.pop(verb, None)
-    return kept
-
-
-def _sent(dbapi: Any, command: bytes) -> bool:
-    """Send ``command`` (one or more statements, no parameters) as one simple
-    query; True when every statement in it succeeded. A broken connection
-    raises psycopg's error."""
-    psycopg = sys.modules["psycopg"]
-    ok = psycopg.pq.ExecStatus.COMMAND_OK
-    with dbapi.lock:
-        dbapi.pgconn.send_query(command)
-        results = dbapi.wait(psycopg.generators.execute(dbapi.pgconn))
-    return bool(results) and all(result.status == ok for result in results)
+    half = _half(connection)
+    if half is not None:
+        half.flush(connection)
