@@ -1,28 +1,33 @@
-"""The guard's savepoint sent in round trips the transaction makes anyway (psycopg 3, sync).
+"""The guard's savepoint sent in round trips the transaction makes anyway (psycopg, asyncpg).
 
-*Features:* on psycopg's sync driver, the guard's ``SAVEPOINT`` and its
-``RELEASE`` cost no round trip of their own:
+*Features:* on psycopg's sync driver and on asyncpg (``postgresql+asyncpg``,
+through SQLAlchemy's ``AsyncConnection`` or ``AsyncSession``), the guard's
+``SAVEPOINT`` and its ``RELEASE`` cost no round trip of their own:
 
-- **the savepoint rides with the ``BEGIN``.** psycopg begins a transaction
-  lazily, sending its ``BEGIN`` just before the first statement. When the
-  guard's savepoint is that first statement, the two go as one simple query,
-  ``BEGIN ...; SAVEPOINT name``, with the very ``BEGIN`` psycopg would send
-  (its isolation level, read-only and deferrable settings); the server then
-  reports the transaction open, so psycopg sends no ``BEGIN`` of its own.
+- **the savepoint rides with the ``BEGIN``.** Both drivers begin a
+  transaction lazily, sending their ``BEGIN`` just before the first
+  statement. When the guard's savepoint is that first statement, the two go
+  as one simple query, ``BEGIN ...; SAVEPOINT name``, with the very ``BEGIN``
+  the driver would send (its isolation level, read-only and deferrable
+  settings); the driver then holds the transaction as begun and sends no
+  ``BEGIN`` of its own.
 - **the release rides with the ``COMMIT``.** At the normal exit of the
   outermost guard of a transaction, the release is kept back when the
   connection itself shows that the block ran in the claim's transaction:
-  the server's last reply reports the transaction open and healthy, psycopg
-  began no transaction while the block ran (:func:`watch_begins`), and the
-  connection is not in autocommit. The release then goes with the commit, by
-  whatever route it comes (``session.commit()``, ``connection.commit()``, the
-  driver's own ``commit()``), as one simple query ``RELEASE SAVEPOINT name;
-  COMMIT``: still the database's word that the transaction committing holds
-  the claim. If the savepoint is gone, the ``RELEASE`` fails, the server
-  skips the rest of the query so the ``COMMIT`` never runs, the transaction
-  is rolled back and the commit raises the guard's ``ConfigurationError``.
-  When the connection shows anything else at the exit, the release is sent
-  there and then, and a failure is raised by the guard itself.
+  the server's last reply reports the transaction open (on psycopg also
+  healthy; asyncpg does not tell a failed transaction from an open one), the
+  driver began no transaction while the block ran (:func:`watch_begins`), and
+  the connection is not in autocommit nor the transaction a two-phase one.
+  The release then goes with the commit, by whatever route it comes
+  (``session.commit()``, ``connection.commit()``, the driver's own
+  ``commit()``), as one simple query ``RELEASE SAVEPOINT name; COMMIT``:
+  still the database's word that the transaction committing holds the
+  claim. If the savepoint is gone or the transaction failed, the ``RELEASE``
+  fails, the server skips the rest of the query so the ``COMMIT`` never runs,
+  the transaction is rolled back and the commit raises the guard's
+  ``ConfigurationError``. When the connection shows anything else at the
+  exit, the release is sent there and then, and a failure is raised by the
+  guard itself.
 
 A kept-back release is sent first by any other savepoint command on the
 connection (a later guard, a ``begin_nested()``, a rollback to a savepoint);
@@ -30,11 +35,13 @@ a rollback drops it, and so does a transaction ended by a statement (the
 block's transaction was confirmed at the exit; what ended it is the caller's
 to say). The shortcuts stay off where someone watches the statements (a
 SQLAlchemy event listener on the connection, the engine or the dialect, or
-``echo``), so what they see is what is sent; on every other driver (asyncpg, psycopg's asyncio
-connection) the savepoint is sent as SQLAlchemy sends it.
+``echo``), so what they see is what is sent; on every other driver
+(psycopg's asyncio connection among them) the savepoint is sent as
+SQLAlchemy sends it.
 
-This module decides and dispatches; the driver's half lives in a module of its
-own (:mod:`.trips_psycopg`), which looks for psycopg in ``sys.modules``.
+This module decides and dispatches; each driver's half lives in a module of
+its own (:mod:`.trips_psycopg`, :mod:`.trips_asyncpg`), loaded with it, and
+neither imports its driver: each looks for it in ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect, TwoPhaseTransaction
 
-from inboxguard.sql.dialects.postgresql import trips_psycopg
+from inboxguard.sql.dialects.postgresql import trips_asyncpg, trips_psycopg
 from inboxguard.sql.direct import watched
 
 __all__ = ["armed", "flush", "install", "keep_release", "shares_round_trips", "watch_begins"]
@@ -67,7 +74,7 @@ class _Half(Protocol):
     def flush(self, connection: Connection) -> None: ...  # pragma: no cover
 
 
-_HALVES: tuple[_Half, ...] = (trips_psycopg,)
+_HALVES: tuple[_Half, ...] = (trips_psycopg, trips_asyncpg)
 
 #: The SQLAlchemy connection whose next savepoint command may ride along, and,
 #: for a release, the error the commit raises when the release fails.
