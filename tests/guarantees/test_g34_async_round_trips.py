@@ -399,3 +399,48 @@ def test_g34_a_two_phase_transaction_releases_at_the_exit(world: World) -> None:
     assert not any("release + COMMIT" in k for k in kinds), kinds
     assert world.box.lookup("c", "2pc") is None
     assert count(world.engine, world.ledger) == 1
+
+
+class _CancelledAfterBegin:
+    """The asyncpg protocol, raising CancelledError once the server has
+    answered the ``BEGIN`` sent with the guard's savepoint (a task cancelled
+    right then)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def query(self, query: str, timeout: Any) -> Any:
+        result = await self._real.query(query, timeout)
+        if query.startswith("BEGIN") and "SAVEPOINT" in query:
+            raise asyncio.CancelledError
+        return result
+
+
+def test_g34_a_cancellation_on_the_shared_begin_leaves_the_connection_clean(
+    world: World,
+) -> None:
+    """The delivery is cancelled while ``BEGIN; SAVEPOINT`` is on its way
+    (here just after the server began the transaction): the transaction is
+    rolled back as the delivery unwinds, so the pooled connection goes back
+    outside any transaction and its next delivery applies."""
+
+    async def body(engine: AsyncEngine) -> bool:
+        await _deliver(world, engine, "warm")
+        async with engine.connect() as conn:
+            driver = await _driver(conn)
+        real = driver._protocol
+        driver._protocol = _CancelledAfterBegin(real)
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await _deliver(world, engine, "x")
+        finally:
+            driver._protocol = real
+        assert not driver.is_in_transaction()
+        return await _deliver(world, engine, "x")
+
+    assert world.run(body)
+    assert world.box.lookup("c", "x") is not None
+    assert world.balance() == 20

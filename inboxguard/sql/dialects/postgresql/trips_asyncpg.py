@@ -126,11 +126,22 @@ def begin_with(connection: Connection, name: str) -> bool:
         return False
     begin = "BEGIN" + level + (" READ ONLY" if adapter.readonly else "")
     begin += " DEFERRABLE" if adapter.deferrable else ""
-    if adapter.await_(_send(adapter, con, f"{begin}; SAVEPOINT {name}")):
-        adapter._transaction = _Begun(con)  # noqa: SLF001
-        adapter._started = True  # noqa: SLF001
-        return True
-    return False
+    try:
+        sent = bool(adapter.await_(_send(adapter, con, f"{begin}; SAVEPOINT {name}")))
+    except BaseException:
+        # Cancelled on the way: whatever reached the server is rolled back with
+        # the transaction, by whoever ends it (the pool's reset at the latest).
+        _begun(adapter, con)
+        raise
+    if sent:
+        _begun(adapter, con)
+    return sent
+
+
+def _begun(adapter: Any, con: Any) -> None:
+    """Hand the adapter the transaction begun here, as its ``_start_transaction`` would."""
+    adapter._transaction = _Begun(con)  # noqa: SLF001
+    adapter._started = True  # noqa: SLF001
 
 
 async def _send(adapter: Any, con: Any, command: str) -> bool:
