@@ -27,8 +27,8 @@ refused by the server at the commit, which then raises the guard's error. A
 transaction begun while the block ran is seen as a new ``_transaction`` of
 the adapter. The private names relied on are the adapter's ``_transaction``,
 ``_started`` and ``_execute_mutex`` and, for a transaction asyncpg itself
-began, the asyncpg connection's ``_top_xact``; when one is missing the
-release is sent at the exit.
+began, the asyncpg connection's ``_top_xact``; where one is missing, the
+savepoint and its release are sent as SQLAlchemy sends them.
 """
 
 from __future__ import annotations
@@ -122,8 +122,10 @@ def begin_with(connection: Connection, name: str) -> bool:
     adapter: Any = connection.connection.dbapi_connection
     con = adapter.driver_connection
     level = _LEVELS.get(adapter.isolation_level)
-    if adapter.autocommit or level is None or adapter._started or con.is_in_transaction():  # noqa: SLF001
+    if adapter.autocommit or level is None or con.is_in_transaction():
         return False
+    if getattr(adapter, "_started", True) or not hasattr(adapter, "_execute_mutex"):
+        return False  # begun already (or an adapter this half does not know)
     begin = "BEGIN" + level + (" READ ONLY" if adapter.readonly else "")
     begin += " DEFERRABLE" if adapter.deferrable else ""
     try:
