@@ -1,8 +1,9 @@
 """The guard's savepoint sent in round trips the transaction makes anyway (psycopg, asyncpg).
 
-*Features:* on psycopg's sync driver and on asyncpg (``postgresql+asyncpg``,
-through SQLAlchemy's ``AsyncConnection`` or ``AsyncSession``), the guard's
-``SAVEPOINT`` and its ``RELEASE`` cost no round trip of their own:
+*Features:* on psycopg (its sync connection, and its asyncio one through
+SQLAlchemy's ``AsyncConnection`` or ``AsyncSession``) and on asyncpg
+(``postgresql+asyncpg``, the same way), the guard's ``SAVEPOINT`` and its
+``RELEASE`` cost no round trip of their own:
 
 - **the savepoint rides with the ``BEGIN``.** Both drivers begin a
   transaction lazily, sending their ``BEGIN`` just before the first
@@ -35,9 +36,8 @@ a rollback drops it, and so does a transaction ended by a statement (the
 block's transaction was confirmed at the exit; what ended it is the caller's
 to say). The shortcuts stay off where someone watches the statements (a
 SQLAlchemy event listener on the connection, the engine or the dialect, or
-``echo``), so what they see is what is sent; on every other driver
-(psycopg's asyncio connection among them) the savepoint is sent as
-SQLAlchemy sends it.
+``echo``), so what they see is what is sent; on every other driver the
+savepoint is sent as SQLAlchemy sends it.
 
 This module decides and dispatches; each driver's half lives in a module of
 its own (:mod:`.trips_psycopg`, :mod:`.trips_asyncpg`), loaded with it, and
@@ -94,7 +94,7 @@ def _half(conn: Connection) -> _Half | None:
 
 
 def shares_round_trips(conn: Connection) -> bool:
-    """True when ``conn`` is on psycopg's sync driver or on asyncpg and
+    """True when ``conn`` is on psycopg (sync or asyncio) or on asyncpg and
     nothing watches its statements (:func:`inboxguard.sql.direct.watched`),
     so the guard's savepoint may ride with ``BEGIN`` and ``COMMIT``."""
     return not watched(conn) and _half(conn) is not None

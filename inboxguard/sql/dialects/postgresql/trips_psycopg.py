@@ -1,14 +1,18 @@
 """psycopg's half of :mod:`.trips`: the guard's savepoint sent in psycopg's own round trips.
 
-psycopg (3, the sync ``Connection``) begins a transaction lazily, sending its
+psycopg 3 (its sync ``Connection``, and its ``AsyncConnection`` under
+SQLAlchemy's asyncio adapter) begins a transaction lazily, sending its
 ``BEGIN`` just before the first statement; the server's last reply tells, in
 process, whether the connection is idle, in a healthy transaction or in a
 failed one (``pgconn.transaction_status``). Everything here is sent as one
-simple query on the driver connection (``pgconn.send_query``), so several
+simple query on the psycopg connection (``pgconn.send_query``), so several
 statements share a round trip. A kept-back release lives in
-:data:`_PENDING`, and the driver methods that settle it (``commit``,
+:data:`_PENDING`, and the psycopg methods that settle it (``commit``,
 ``rollback``, ``_get_tx_start_command``) are replaced on the connection
-instance while it waits.
+instance while it waits: coroutine functions on an ``AsyncConnection``,
+which SQLAlchemy's adapter awaits. Outside a coroutine (the dialect's
+savepoint commands run in SQLAlchemy's greenlet) an ``AsyncConnection`` is
+awaited with the adapter's own ``await_``.
 """
 
 from __future__ import annotations
@@ -22,19 +26,34 @@ from sqlalchemy import Connection
 
 __all__ = ["begin_with", "fits", "flush", "keep_release", "watch_begins"]
 
-#: Per driver connection: the savepoint whose release rides with the commit,
+#: Per psycopg connection: the savepoint whose release rides with the commit,
 #: and the error a failed release raises.
 _PENDING: weakref.WeakKeyDictionary[Any, tuple[str, Callable[[], Exception]]] = (
     weakref.WeakKeyDictionary()
 )
-#: The driver methods replaced on a connection while a release is kept back.
+#: The psycopg methods replaced on a connection while a release is kept back.
 _KEPT_VERBS = ("commit", "rollback", "_get_tx_start_command")
 
 
 def fits(dbapi: Any) -> bool:
-    """True for psycopg's sync connection (not its asyncio one, nor a subclass)."""
+    """True for psycopg's sync connection, or SQLAlchemy's adapter of its
+    asyncio one (not a subclass of either)."""
     psycopg = sys.modules.get("psycopg")
-    return psycopg is not None and type(dbapi) is psycopg.Connection
+    if psycopg is None:
+        return False
+    if type(dbapi) is psycopg.Connection:
+        return True
+    return type(getattr(dbapi, "driver_connection", None)) is psycopg.AsyncConnection
+
+
+def _psycopg(conn: Connection) -> tuple[Any, Callable[[Any], Any] | None]:
+    """The psycopg connection under ``conn``, and the adapter's ``await_``
+    when it is an ``AsyncConnection`` (None for the sync one)."""
+    fairy = conn.connection
+    pg = fairy.driver_connection
+    if type(pg) is sys.modules["psycopg"].Connection:
+        return pg, None
+    return pg, fairy.dbapi_connection.await_  # type: ignore[union-attr]
 
 
 def begin_with(connection: Connection, name: str) -> bool:
@@ -42,15 +61,18 @@ def begin_with(connection: Connection, name: str) -> bool:
     has not begun the transaction yet; False when it has (or the query failed:
     the ordinary path then sends, and reports, it again)."""
     psycopg = sys.modules["psycopg"]
-    dbapi: Any = connection.connection.dbapi_connection
+    pg, await_ = _psycopg(connection)
     idle = psycopg.pq.TransactionStatus.IDLE
-    if dbapi.autocommit or dbapi.pgconn.transaction_status != idle:
+    if pg.autocommit or pg.pgconn.transaction_status != idle:
         return False
-    command = dbapi._get_tx_start_command() + b"; SAVEPOINT " + name.encode()  # noqa: SLF001
-    if _sent(dbapi, command):
+    command = pg._get_tx_start_command() + b"; SAVEPOINT " + name.encode()  # noqa: SLF001
+    if _sent(pg, command) if await_ is None else await_(_sent_async(pg, command)):
         return True
-    if dbapi.pgconn.transaction_status != idle:
-        type(dbapi).rollback(dbapi)
+    if pg.pgconn.transaction_status != idle:
+        if await_ is None:
+            type(pg).rollback(pg)
+        else:
+            await_(type(pg).rollback(pg))
     return False
 
 
@@ -59,22 +81,22 @@ def watch_begins(conn: Connection) -> Callable[[], bool]:
     returned function stops watching and says whether one began (the
     transaction open at the start ended in between, whatever ended it).
     Watches nest: an inner one passes each begin on to the outer."""
-    dbapi: Any = conn.connection.dbapi_connection
+    pg, _ = _psycopg(conn)
     began: list[bool] = []
-    outer = dbapi.__dict__.get("_get_tx_start_command")
-    start = outer or (lambda: type(dbapi)._get_tx_start_command(dbapi))  # noqa: SLF001
+    outer = pg.__dict__.get("_get_tx_start_command")
+    start = outer or (lambda: type(pg)._get_tx_start_command(pg))  # noqa: SLF001
 
     def begin() -> bytes:
         began.append(True)
         return start()  # type: ignore[no-any-return]
 
-    dbapi._get_tx_start_command = begin  # noqa: SLF001
+    pg._get_tx_start_command = begin  # noqa: SLF001
 
     def stop() -> bool:
         if outer is None:
-            dbapi.__dict__.pop("_get_tx_start_command", None)
+            pg.__dict__.pop("_get_tx_start_command", None)
         else:
-            dbapi._get_tx_start_command = outer  # noqa: SLF001
+            pg._get_tx_start_command = outer  # noqa: SLF001
         return bool(began)
 
     return stop
@@ -86,20 +108,24 @@ def keep_release(conn: Connection, name: str, lost: Callable[[], Exception]) -> 
     and healthy, the connection is in autocommit, or a release is kept back
     already. ``lost()`` is the error the commit raises when the release fails."""
     psycopg = sys.modules["psycopg"]
-    dbapi: Any = conn.connection.dbapi_connection
-    status = dbapi.pgconn.transaction_status
-    if dbapi in _PENDING or dbapi.autocommit or status != psycopg.pq.TransactionStatus.INTRANS:
+    pg, await_ = _psycopg(conn)
+    status = pg.pgconn.transaction_status
+    if pg in _PENDING or pg.autocommit or status != psycopg.pq.TransactionStatus.INTRANS:
         return False
-    _PENDING[dbapi] = (name, lost)
-    start = type(dbapi)._get_tx_start_command  # noqa: SLF001
+    _PENDING[pg] = (name, lost)
+    start = type(pg)._get_tx_start_command  # noqa: SLF001
 
     def begin() -> bytes:  # the kept transaction ended by a statement: nothing to release
-        _drop(dbapi)
-        return start(dbapi)  # type: ignore[no-any-return]
+        _drop(pg)
+        return start(pg)  # type: ignore[no-any-return]
 
-    dbapi.commit = lambda: _release(dbapi, b"; COMMIT")
-    dbapi.rollback = lambda: _rollback(dbapi)
-    dbapi._get_tx_start_command = begin  # noqa: SLF001
+    if await_ is None:
+        pg.commit = lambda: _release(pg, b"; COMMIT")
+        pg.rollback = lambda: _rollback(pg)
+    else:  # the adapter awaits what these return
+        pg.commit = lambda: _release_async(pg, b"; COMMIT")
+        pg.rollback = lambda: _rollback_async(pg)
+    pg._get_tx_start_command = begin  # noqa: SLF001
     return True
 
 
@@ -108,44 +134,81 @@ def flush(connection: Connection) -> None:
     guard's error, the transaction rolled back, when it fails)."""
     if not _PENDING:
         return
-    dbapi: Any = connection.connection.dbapi_connection
-    if dbapi in _PENDING:
-        _release(dbapi, b"")
+    pg, await_ = _psycopg(connection)
+    if pg not in _PENDING:
+        return
+    if await_ is None:
+        _release(pg, b"")
+    else:
+        await_(_release_async(pg, b""))
 
 
-def _release(dbapi: Any, then: bytes) -> None:
+def _release(pg: Any, then: bytes) -> None:
     """Send the kept-back release, and ``then`` in the same query; when the
     release fails, roll back and raise the guard's error. A transaction a
     statement has ended already leaves nothing to release."""
-    psycopg = sys.modules["psycopg"]
-    name, lost = _drop(dbapi)
-    if dbapi.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+    name, lost = _drop(pg)
+    if _idle(pg):
         return
-    if _sent(dbapi, b"RELEASE SAVEPOINT " + name.encode() + then):
+    if _sent(pg, b"RELEASE SAVEPOINT " + name.encode() + then):
         return  # after a COMMIT the server is outside the transaction: psycopg sends nothing
-    type(dbapi).rollback(dbapi)
+    type(pg).rollback(pg)
     raise lost()
 
 
-def _rollback(dbapi: Any) -> None:
-    _drop(dbapi)
-    type(dbapi).rollback(dbapi)
+async def _release_async(pg: Any, then: bytes) -> None:
+    """:func:`_release` on an ``AsyncConnection``."""
+    name, lost = _drop(pg)
+    if _idle(pg):
+        return
+    if await _sent_async(pg, b"RELEASE SAVEPOINT " + name.encode() + then):
+        return
+    await type(pg).rollback(pg)
+    raise lost()
 
 
-def _drop(dbapi: Any) -> tuple[str, Callable[[], Exception]]:
-    kept = _PENDING.pop(dbapi)
+def _rollback(pg: Any) -> None:
+    _drop(pg)
+    type(pg).rollback(pg)
+
+
+async def _rollback_async(pg: Any) -> None:
+    _drop(pg)
+    await type(pg).rollback(pg)
+
+
+def _idle(pg: Any) -> bool:
+    idle = sys.modules["psycopg"].pq.TransactionStatus.IDLE
+    return bool(pg.pgconn.transaction_status == idle)
+
+
+def _drop(pg: Any) -> tuple[str, Callable[[], Exception]]:
+    kept = _PENDING.pop(pg)
     for verb in _KEPT_VERBS:
-        dbapi.__dict__.pop(verb, None)
+        pg.__dict__.pop(verb, None)
     return kept
 
 
-def _sent(dbapi: Any, command: bytes) -> bool:
+def _sent(pg: Any, command: bytes) -> bool:
     """Send ``command`` (one or more statements, no parameters) as one simple
     query; True when every statement in it succeeded. A broken connection
     raises psycopg's error."""
     psycopg = sys.modules["psycopg"]
-    ok = psycopg.pq.ExecStatus.COMMAND_OK
-    with dbapi.lock:
-        dbapi.pgconn.send_query(command)
-        results = dbapi.wait(psycopg.generators.execute(dbapi.pgconn))
+    with pg.lock:
+        pg.pgconn.send_query(command)
+        results = pg.wait(psycopg.generators.execute(pg.pgconn))
+    return _ok(results)
+
+
+async def _sent_async(pg: Any, command: bytes) -> bool:
+    """:func:`_sent` on an ``AsyncConnection``."""
+    psycopg = sys.modules["psycopg"]
+    async with pg.lock:
+        pg.pgconn.send_query(command)
+        results = await pg.wait(psycopg.generators.execute(pg.pgconn))
+    return _ok(results)
+
+
+def _ok(results: Any) -> bool:
+    ok = sys.modules["psycopg"].pq.ExecStatus.COMMAND_OK
     return bool(results) and all(result.status == ok for result in results)
