@@ -1,29 +1,32 @@
-"""What a guarded delivery sends to PostgreSQL through asyncpg, one entry a round trip.
+"""What a guarded delivery sends to PostgreSQL through an asyncio driver, one entry a round trip.
 
-asyncpg has no trace like libpq's, but every request it makes of the server
-goes through one object: the protocol of its connection, whose coroutines
-(``query`` for the simple protocol, ``prepare``, ``bind_execute`` and their
-kin for the extended one) each write their messages, end them with a
-``Sync`` (or send one simple ``Query``) and wait for the server's
-``ReadyForQuery``. So one call is one round trip, whichever layer made it
-(SQLAlchemy's adapter, asyncpg's ``Transaction``, inboxguard's shortcuts, a
-raw ``execute()``). :func:`traced` puts a counting stand-in in front of that
-protocol on the asyncpg connection itself for the ``with`` block; the engine
-must hold one connection (``pool_size=1, max_overflow=0``) so that every
-delivery runs on the traced one. The statements are recorded as
-:class:`tests.adapters.wire.Wire` records them, a ``prepare`` as ``"PREPARE "``
-and its text.
+On psycopg's ``AsyncConnection`` it is libpq's own trace, as for the sync
+driver (:mod:`tests.adapters.wire`). asyncpg has no trace like libpq's, but
+every request it makes of the server goes through one object: the protocol
+of its connection, whose coroutines (``query`` for the simple protocol,
+``prepare``, ``bind_execute`` and their kin for the extended one) each write
+their messages, end them with a ``Sync`` (or send one simple ``Query``) and
+wait for the server's ``ReadyForQuery``. So one call is one round trip,
+whichever layer made it (SQLAlchemy's adapter, asyncpg's ``Transaction``,
+inboxguard's shortcuts, a raw ``execute()``). :func:`traced` puts a counting
+stand-in in front of that protocol on the asyncpg connection itself for the
+``with`` block; the engine must hold one connection (``pool_size=1,
+max_overflow=0``) so that every delivery runs on the traced one. The
+statements are recorded as :class:`tests.adapters.wire.Wire` records them, a
+``prepare`` as ``"PREPARE "`` and its text.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.adapters.wire import Wire
+from tests.adapters.wire import _FLAGS, Wire, _statements
 
 #: The protocol's coroutines that each make one round trip, and how to name it.
 _TRIPS = {
@@ -68,6 +71,18 @@ async def traced(engine: AsyncEngine) -> AsyncIterator[Wire]:
         raw = await conn.get_raw_connection()
         con: Any = raw.driver_connection
     wire = Wire()
+    if hasattr(con, "pgconn"):  # psycopg: libpq's trace
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "libpq.trace"
+            with path.open("w") as out:
+                con.pgconn.trace(out.fileno())
+                con.pgconn.set_trace_flags(_FLAGS)
+                try:
+                    yield wire
+                finally:
+                    con.pgconn.untrace()
+            wire.statements.extend(_statements(path.read_text()))
+        return
     real = con._protocol  # see the module's docstring
     con._protocol = _Counting(real, wire)
     try:

@@ -1,11 +1,12 @@
-"""G34: on asyncpg, the guard's savepoint rides with the BEGIN and its release
-with the COMMIT, and the exit is still checked by the database.
+"""G34: on asyncpg and psycopg's asyncio connection, the guard's savepoint
+rides with the BEGIN and its release with the COMMIT, and the exit is still
+checked by the database.
 
-The round trips are read on the asyncpg connection itself
-(:mod:`tests.adapters.asyncpg_wire`): every request asyncpg makes of the
-server is one call of its protocol's coroutines, each ending in the server's
-``ReadyForQuery``, so one recorded call is one round trip, whichever layer
-sent it. Statements sent as one query are joined by ``" + "``. Each check of
+The round trips are read on the driver connection itself
+(:mod:`tests.adapters.async_wire`): psycopg's through libpq's trace, as in
+G32; asyncpg's as the calls of its protocol's coroutines, each of which
+ends in the server's ``ReadyForQuery``, so one recorded call is one round
+trip, whichever layer sent it. Statements sent as one query are joined by ``" + "``. Each check of
 the exit also asserts the rows and the redelivery. Every test drives its
 coroutine with ``asyncio.run`` on an engine of one connection made inside that
 loop.
@@ -25,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from inboxguard import ConfigurationError, Inbox
-from tests.adapters.asyncpg_wire import traced
+from tests.adapters.async_wire import traced
 from tests.helpers import count, create_business
 
 pytestmark = pytest.mark.postgresql
@@ -44,6 +45,7 @@ class World:
     ledger: Table
     aurl: str
     prefix: str
+    driver: str
 
     def run(self, body: Callable[[AsyncEngine], Awaitable[Any]]) -> Any:
         """Run ``body`` on an engine of one asyncpg connection, in a loop of its own."""
@@ -66,14 +68,16 @@ class World:
         return [k.split(" SET ")[0] for k in wire.kinds(self.prefix, f"{self.prefix}ledger")]
 
 
-@pytest.fixture
-def world(pg_url: str, prefix: str) -> Iterator[World]:
+@pytest.fixture(params=["asyncpg", "psycopg"])
+def world(request: pytest.FixtureRequest, pg_url: str, prefix: str) -> Iterator[World]:
+    """Each asyncio driver in turn (``postgresql+psycopg`` through
+    ``create_async_engine`` is psycopg's ``AsyncConnection``)."""
     engine = create_engine(pg_url)
     box = Inbox(engine, retention=RETENTION, table_prefix=prefix)
     box.create_schema()
     accounts, ledger = create_business(engine, prefix)
-    aurl = pg_url.replace("postgresql+psycopg://", "postgresql+asyncpg://")
-    yield World(box, engine, accounts, ledger, aurl, prefix)
+    aurl = pg_url.replace("postgresql+psycopg://", f"postgresql+{request.param}://")
+    yield World(box, engine, accounts, ledger, aurl, prefix, request.param)
     box.drop_schema()
     accounts.metadata.drop_all(engine)
     engine.dispose()
@@ -247,7 +251,9 @@ def test_g34_a_failed_statement_caught_in_the_block_fails_the_commit(world: Worl
     the transaction is failed, which asyncpg does not tell from an open one,
     so the release is kept for the commit; there the server refuses it and
     skips the ``COMMIT``, the transaction is rolled back and the commit
-    raises the guard's error. Nothing commits; the redelivery applies once."""
+    raises the guard's error. psycopg reports the failed transaction, so
+    the release is sent, and refused, at the guard's exit. Nothing commits;
+    the redelivery applies once."""
 
     async def body(engine: AsyncEngine) -> list[str]:
         await _deliver(world, engine, "warm")
@@ -265,7 +271,8 @@ def test_g34_a_failed_statement_caught_in_the_block_fails_the_commit(world: Worl
         return world.kinds(wire)
 
     kinds = world.run(body)
-    assert kinds[kinds.index("SELECT 1 / 0") + 1 :][:2] == ["release + COMMIT", "ROLLBACK"], kinds
+    release = "release + COMMIT" if world.driver == "asyncpg" else "release"
+    assert kinds[kinds.index("SELECT 1 / 0") + 1 :][:2] == [release, "ROLLBACK"], kinds
     assert count(world.engine, world.ledger) == 2
     assert world.balance() == 20
 
@@ -425,7 +432,10 @@ def test_g34_a_cancellation_on_the_shared_begin_leaves_the_connection_clean(
     """The delivery is cancelled while ``BEGIN; SAVEPOINT`` is on its way
     (here just after the server began the transaction): the transaction is
     rolled back as the delivery unwinds, so the pooled connection goes back
-    outside any transaction and its next delivery applies."""
+    outside any transaction and its next delivery applies (asyncpg: its
+    protocol is the stand-in's to replace)."""
+    if world.driver != "asyncpg":
+        pytest.skip("asyncpg's protocol only")
 
     async def body(engine: AsyncEngine) -> bool:
         await _deliver(world, engine, "warm")
