@@ -36,8 +36,9 @@ The refusals and their listeners live in :mod:`inboxguard.sql.refusals`; the
 listeners are registered once per engine and dispatch only for a connection
 while its block runs (the claim and the result store run without them, so
 they may still take the direct path of :mod:`inboxguard.sql.direct`). On
-psycopg (sync or asyncio) and asyncpg the savepoint's statements share round trips with
-``BEGIN`` and ``COMMIT`` (:mod:`inboxguard.sql.dialects.postgresql.trips`).
+psycopg (sync or asyncio) and asyncpg the savepoint's statements share round
+trips with ``BEGIN`` and ``COMMIT``
+(:mod:`inboxguard.sql.dialects.postgresql.trips`).
 """
 
 from __future__ import annotations

@@ -426,16 +426,14 @@ class _CancelledAfterBegin:
         return result
 
 
+@pytest.mark.parametrize("world", ["asyncpg"], indirect=True)  # its protocol is replaced
 def test_g34_a_cancellation_on_the_shared_begin_leaves_the_connection_clean(
     world: World,
 ) -> None:
     """The delivery is cancelled while ``BEGIN; SAVEPOINT`` is on its way
     (here just after the server began the transaction): the transaction is
     rolled back as the delivery unwinds, so the pooled connection goes back
-    outside any transaction and its next delivery applies (asyncpg: its
-    protocol is the stand-in's to replace)."""
-    if world.driver != "asyncpg":
-        pytest.skip("asyncpg's protocol only")
+    outside any transaction and its next delivery applies."""
 
     async def body(engine: AsyncEngine) -> bool:
         await _deliver(world, engine, "warm")
