@@ -59,7 +59,7 @@ from inboxguard._core.identity import validate_identity
 from inboxguard.inbox import _drive
 from inboxguard.inbox._decide import prepare
 from inboxguard.sql import pg_pipeline
-from inboxguard.sql.dialects.postgresql import trips
+from inboxguard.sql.dialects.postgresql import trips_psycopg
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
@@ -89,7 +89,7 @@ class StatementClock:
         self.cursor: dict[str, float] = defaultdict(float)
         self._label = ""
         self._runner = _drive.execute
-        self._sent = trips._sent  # noqa: SLF001 - the boundary's shared round trips
+        self._sent = trips_psycopg._sent  # noqa: SLF001 - the boundary's shared round trips
         self._pipelined = pg_pipeline.send  # the claim's and the store's pipelines (G35, G36)
         self.on = False
 
@@ -120,7 +120,7 @@ class StatementClock:
             finally:
                 self.cursor[_boundary_label(command)] += time.perf_counter() - start
 
-        trips._sent = timed_sent  # noqa: SLF001
+        trips_psycopg._sent = timed_sent  # noqa: SLF001
         pipelined = self._pipelined
 
         def timed_pipeline(dbapi: Any, steps: Any) -> Any:
@@ -144,7 +144,7 @@ class StatementClock:
 
     def close(self) -> None:
         _drive.execute = self._runner  # type: ignore[assignment]
-        trips._sent = self._sent  # noqa: SLF001
+        trips_psycopg._sent = self._sent  # noqa: SLF001
         pg_pipeline.send = self._pipelined  # type: ignore[assignment]
         self.on = False
 

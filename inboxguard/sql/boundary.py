@@ -36,8 +36,9 @@ The refusals and their listeners live in :mod:`inboxguard.sql.refusals`; the
 listeners are registered once per engine and dispatch only for a connection
 while its block runs (the claim and the result store run without them, so
 they may still take the direct path of :mod:`inboxguard.sql.direct`). On
-psycopg the savepoint's statements share round trips with ``BEGIN`` and
-``COMMIT`` (:mod:`inboxguard.sql.dialects.postgresql.trips`).
+psycopg (sync or asyncio) and asyncpg the savepoint's statements share round
+trips with ``BEGIN`` and ``COMMIT``
+(:mod:`inboxguard.sql.dialects.postgresql.trips`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from sqlalchemy.exc import DBAPIError, SAWarning, SQLAlchemyError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from inboxguard.errors import ConfigurationError
-from inboxguard.sql import direct, pg_pipeline
+from inboxguard.sql import direct
 from inboxguard.sql.connection import TransactionMark, transaction_kept
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.postgresql import trips
@@ -107,7 +108,7 @@ def _savepoint(session: Session | None, conn: Connection) -> NestedTransaction:
     tells it."""
     if session is not None:
         session.flush()
-    if trips.shares_round_trips(conn):  # psycopg: the savepoint rides with the BEGIN
+    if trips.shares_round_trips(conn):  # psycopg, asyncpg: it rides with the BEGIN
         trips.install(conn.dialect)
         with trips.armed(conn):
             return conn.begin_nested()
@@ -178,7 +179,7 @@ class Boundary(Refusals):
         #: How the block tried to end the transaction, once refused (else None).
         self.refused: str | None = None
         self._late = False  # the savepoint opened after the claim: abandon rolls back all
-        #: Stops watching psycopg's begins (None: not watched); see :meth:`watch`.
+        #: Stops watching the driver's begins (None: not watched); see :meth:`watch`.
         self._stop_begins: Callable[[], bool] | None = None
         #: The connection showed the claim's transaction open all through the block.
         self._shown_kept = False
@@ -262,9 +263,8 @@ class Boundary(Refusals):
             and self._outermost
             and self._shown_kept
             and trips.shares_round_trips(conn)
-            and trips.healthy(conn)
+            and trips.carries_store(conn)
             and direct.unobserved(conn)
-            and pg_pipeline.usable(conn.connection.dbapi_connection)
         ):
             return False
         self._at_commit = trips.KeptStore(
