@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -302,6 +301,21 @@ _STAMP = (
 
 
 def _option(task: InboxTask, name: str) -> Any:
-    """A task option as given: a function stored on the class must not become a method."""
-    value = inspect.getattr_static(task, name, None)
+    """A task option as given: a function stored on the class must not become a method.
+
+    Read as ``inspect.getattr_static`` finds a plain value (the instance, then
+    each class of the MRO), without its descriptor checks: every delivery reads
+    the session factory."""
+    value = task.__dict__.get(name, _MISSING)
+    if value is _MISSING:
+        for klass in type(task).__mro__:
+            found = klass.__dict__.get(name, _MISSING)
+            if found is not _MISSING:
+                value = found
+                break
+        else:
+            return None
     return value.__func__ if isinstance(value, staticmethod) else value
+
+
+_MISSING: Any = object()
