@@ -41,7 +41,7 @@ from sqlalchemy import Connection, Executable, TextualSelect
 from sqlalchemy.engine import Dialect, Result
 from sqlalchemy.exc import DBAPIError
 
-from inboxguard.sql.cursor import CursorStatement, fetch
+from inboxguard.sql.cursor import CursorStatement, fetch_rows
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -140,7 +140,7 @@ def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> 
     dbapi: Any = conn.dialect.loaded_dbapi
     cursor = fairy.cursor()
     try:
-        raw, rowcount, _ = fetch(cursor, form.sql, args)
+        raw, rowcount = fetch_rows(cursor, form.sql, args)
     except dbapi.Error as error:
         disconnect = conn.dialect.is_disconnect(error, dbapi_conn, cursor)
         wrapped = DBAPIError.instance(
