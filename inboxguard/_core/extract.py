@@ -44,6 +44,19 @@ def payload_of(
     the payload is the arguments as passed.
     """
     passed = {"args": list(args), "kwargs": dict(kwargs)}
+    plain = _plain_of(fn, skip) if fn is not None else None
+    if plain is not None:
+        arguments = _bind_plain(plain, args, kwargs)
+        if arguments is None:  # the call does not fit: Signature.bind would refuse it
+            return passed
+        return {
+            "args": [],
+            "kwargs": {
+                name: value
+                for (name, default), value in zip(plain, arguments, strict=True)
+                if value is not _UNSET and not _is_default(value, default)
+            },
+        }
     signature = _signature(fn, skip) if fn is not None else None
     if signature is None:
         return passed
@@ -88,6 +101,67 @@ def _is_default(value: object, default: object) -> bool:
         return digest_text(value) == digest_text(default)
     except PayloadEncodingError:
         return False
+
+
+#: A parameter the call left to its default (:func:`_bind_plain`).
+_UNSET: Any = object()
+#: The (name, default) of each parameter of a signature whose parameters are
+#: all positional-or-keyword.
+_Plain = tuple[tuple[str, Any], ...]
+
+
+def _plain_parameters(signature: inspect.Signature) -> _Plain | None:
+    """``signature``'s parameters as (name, default) pairs when every one is
+    positional-or-keyword (most handlers), so a call binds without
+    ``Signature.bind``; else None."""
+    params = signature.parameters.values()
+    if all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return tuple((p.name, p.default) for p in params)
+    return None
+
+
+def _plain_of(fn: Callable[..., Any], skip: int) -> _Plain | None:
+    """:func:`_plain_parameters` of ``fn``'s signature (minus ``skip``), cached
+    like the signature; None without a signature."""
+    try:
+        return _cached_plain(fn, skip)
+    except TypeError:  # an unhashable callable
+        signature = _read_signature(fn, skip)
+    return None if signature is None else _plain_parameters(signature)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_plain(fn: Callable[..., Any], skip: int) -> _Plain | None:
+    signature = _cached_signature(fn, skip)
+    return None if signature is None else _plain_parameters(signature)
+
+
+def _bind_plain(
+    plain: _Plain, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any] | None:
+    """Each parameter's value as ``Signature.bind`` would bind it (``_UNSET``
+    for one left to its default), or None where ``bind`` raises TypeError
+    (too many arguments, one passed twice or unknown, a required one missing)."""
+    if len(args) > len(plain):
+        return None
+    values: list[Any] = list(args)
+    used = 0
+    for name, default in plain[len(args) :]:
+        if name in kwargs:
+            values.append(kwargs[name])
+            used += 1
+        elif default is inspect.Parameter.empty:
+            return None
+        else:
+            values.append(_UNSET)
+    if used != len(kwargs):  # an unknown name, or a positional one passed again
+        return None
+    return values
+
+
+def _names(plain: _Plain, args: tuple[Any, ...]) -> set[str]:
+    """The parameter names a call with ``args`` positionally may still pass by name."""
+    return {name for name, _ in plain[len(args) :]}
 
 
 def _signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | None:
@@ -135,6 +209,19 @@ def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int 
         msg = f"command_id={spec!r} names no argument of {fn.__qualname__} (arguments: {names})"
         raise ConfigurationError(msg)
     signature = signature.replace(parameters=params)
+    plain = _plain_parameters(signature)
+    if plain is not None:
+        index = [name for name, _ in plain].index(spec)
+        default = plain[index][1]
+        unset = None if default is inspect.Parameter.empty else default
+
+        def plain_getter(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+            if len(args) > len(plain) or (kwargs and not kwargs.keys() <= _names(plain, args)):
+                signature.bind_partial(*args, **kwargs)  # raises the TypeError bind_partial does
+            value = args[index] if index < len(args) else kwargs.get(spec, unset)
+            return as_id(value)
+
+        return plain_getter
 
     def getter(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         bound = signature.bind_partial(*args, **kwargs)

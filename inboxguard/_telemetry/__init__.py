@@ -153,9 +153,12 @@ class Telemetry:
         return instruments() if self.enabled else None
 
     def claim(self, consumer: str, command_id: str) -> ClaimProbe:
-        """Start timing (and tracing) one claim."""
+        """Start timing (and tracing) one claim; a probe that does nothing while
+        neither a meter nor a tracer provider is installed (it would record nothing)."""
         ins = self._instruments()
-        return _NO_PROBE if ins is None else ClaimProbe(ins, consumer, command_id)
+        if ins is None or not (_metering(ins) or _tracing(ins)):
+            return _NO_PROBE
+        return ClaimProbe(ins, consumer, command_id)
 
     def add(self, instrument: str, amount: float, attributes: Mapping[str, Any]) -> None:
         """Add ``amount`` to the counter ``instrument`` (a field of ``Instruments``)."""
@@ -187,6 +190,15 @@ class Telemetry:
         if ins is None or not _tracing(ins):
             return nullcontext()
         return _spanning(ins, name, {CONSUMER: consumer, COMMAND_ID: command_id, **attributes})
+
+
+def _metering(ins: Instruments) -> bool:
+    """Whether measurements would reach an installed meter provider."""
+    try:
+        return bool(ins.metering())
+    except Exception:
+        _failed("checking for a meter provider")
+        return False
 
 
 def _tracing(ins: Instruments) -> bool:

@@ -25,6 +25,8 @@ logger = logging.getLogger("inboxguard.telemetry")
 SCOPE = "inboxguard"
 #: Where ``opentelemetry.trace`` keeps the provider the application installed.
 _GLOBAL = "_TRACER_PROVIDER"
+#: Where ``opentelemetry.metrics`` keeps the meter provider the application installed.
+_METER_GLOBAL = "_METER_PROVIDER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,8 @@ class Instruments:
     reconciliations: Any
     #: False while spans would go nowhere (no SDK installed): skip making them.
     tracing: Callable[[], bool] = lambda: True
+    #: False while measurements would go nowhere (no meter provider installed).
+    metering: Callable[[], bool] = lambda: True
 
 
 _lock = threading.Lock()
@@ -80,7 +84,9 @@ def _make() -> Instruments | None:
     except Exception:
         logger.warning("inboxguard telemetry is off: making its instruments failed", exc_info=True)
         return None
-    return dataclasses.replace(made, tracing=_tracing_check(trace))
+    return dataclasses.replace(
+        made, tracing=_tracing_check(trace), metering=_metering_check(metrics)
+    )
 
 
 def _tracing_check(trace: Any) -> Callable[[], bool]:
@@ -95,6 +101,20 @@ def _tracing_check(trace: Any) -> Callable[[], bool]:
     if os.environ.get("OTEL_PYTHON_TRACER_PROVIDER") or not hasattr(trace, _GLOBAL):
         return lambda: True
     return lambda: getattr(trace, _GLOBAL) is not None
+
+
+def _metering_check(metrics: Any) -> Callable[[], bool]:
+    """Whether the application installed a meter provider: until it does, the
+    instruments are the API's proxies and every measurement is dropped.
+
+    As for spans (:func:`_tracing_check`): the API keeps the installed
+    provider in a module global, None until ``set_meter_provider``; with a
+    provider named by the environment, or should the global move, every
+    measurement is made."""
+    internal = getattr(metrics, "_internal", None)
+    if os.environ.get("OTEL_PYTHON_METER_PROVIDER") or not hasattr(internal, _METER_GLOBAL):
+        return lambda: True
+    return lambda: getattr(internal, _METER_GLOBAL) is not None
 
 
 def build(meter: Any, tracer: Any, trace: Any, context: Any) -> Instruments:

@@ -285,6 +285,8 @@ def driver_left_transaction(conn: Connection) -> bool:
     any transaction (a commit or rollback SQLAlchemy did not see); False when
     it is inside one or cannot tell."""
     driver: Any = conn.connection.driver_connection
+    if type(driver) in _PSYCOPG:  # read per body statement: skip the probing below
+        return int(driver.pgconn.transaction_status) == 0
     status = getattr(driver, "in_transaction", None)  # sqlite3, aiosqlite
     if isinstance(status, bool):
         return not status
@@ -293,8 +295,14 @@ def driver_left_transaction(conn: Connection) -> bool:
         return not probe()
     info = getattr(driver, "info", None)  # psycopg
     if info is not None and hasattr(info, "transaction_status"):
+        if type(driver).__module__.startswith("psycopg") and hasattr(driver, "pgconn"):
+            _PSYCOPG.add(type(driver))  # info is a view of pgconn, built anew on each read
         return int(info.transaction_status) == 0  # IDLE: no transaction block
     return False
+
+
+#: psycopg's connection classes seen by :func:`driver_left_transaction`.
+_PSYCOPG: set[type] = set()
 
 
 def _driver_in_transaction(conn: Connection) -> bool:

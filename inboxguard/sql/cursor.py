@@ -23,7 +23,14 @@ from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
-__all__ = ["CursorStatement", "Processor", "ResultProcessing", "fetch", "result_processor"]
+__all__ = [
+    "CursorStatement",
+    "Processor",
+    "ResultProcessing",
+    "fetch",
+    "fetch_rows",
+    "result_processor",
+]
 
 #: A bind or result conversion of one column type.
 Processor = Callable[[Any], Any]
@@ -106,3 +113,25 @@ def fetch(cursor: Any, sql: str, args: Any) -> tuple[Sequence[Sequence[Any]], in
     if description is None:
         return [], rowcount, []
     return cursor.fetchall(), rowcount, [d[0] for d in description]
+
+
+#: libpq's ``ExecStatus`` values that psycopg's ``description`` reads as rows
+#: (TUPLES_OK, SINGLE_TUPLE, TUPLES_CHUNK).
+_PG_TUPLES = frozenset({2, 9, 12})
+_NO_RESULT: Any = object()
+
+
+def fetch_rows(cursor: Any, sql: str, args: Any) -> tuple[Sequence[Sequence[Any]], int]:
+    """:func:`fetch` without the result columns' names (the hot path's claim).
+
+    On a psycopg cursor, whether the statement returned rows is read off its
+    result as psycopg's ``description`` reads it, without building a
+    ``Column`` for each field; any other cursor is asked for its description."""
+    cursor.execute(sql, args)
+    rowcount: int = cursor.rowcount
+    result = getattr(cursor, "pgresult", _NO_RESULT)
+    if result is _NO_RESULT:
+        rows = cursor.description is not None
+    else:
+        rows = bool(result) and bool(result.nfields or result.status in _PG_TUPLES)
+    return (cursor.fetchall() if rows else []), rowcount

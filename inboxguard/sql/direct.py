@@ -42,7 +42,7 @@ from sqlalchemy.engine import Dialect, Result
 from sqlalchemy.exc import DBAPIError
 
 from inboxguard.sql import opening
-from inboxguard.sql.cursor import CursorStatement, fetch
+from inboxguard.sql.cursor import CursorStatement, fetch_rows
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -148,10 +148,7 @@ def _run(conn: Connection, form: CursorStatement, params: Mapping[str, Any]) -> 
     try:
         # the guard's BEGIN and savepoint kept back for this statement: one round trip
         sent = opening.run(dbapi_conn, form.sql, args) if opening.kept(dbapi_conn) else None
-        if sent is None:
-            raw, rowcount, _ = fetch(cursor, form.sql, args)
-        else:
-            raw, rowcount = sent
+        raw, rowcount = fetch_rows(cursor, form.sql, args) if sent is None else sent
     except dbapi.Error as error:
         disconnect = conn.dialect.is_disconnect(error, dbapi_conn, cursor)
         wrapped = DBAPIError.instance(

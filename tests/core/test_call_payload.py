@@ -51,3 +51,38 @@ def test_arguments_that_do_not_fit_are_digested_as_passed() -> None:
 def test_without_a_function_the_payload_is_as_passed() -> None:
     """payload_of(args, kwargs) keeps its earlier shape."""
     assert payload_of((1,), {"k": 2}) == {"args": [1], "kwargs": {"k": 2}}
+
+
+def test_the_plain_binding_agrees_with_signature_bind(monkeypatch: Any) -> None:
+    """A signature of positional-or-keyword parameters only is bound without
+    ``Signature.bind``: the payload and the command ID (or the error) are
+    those of the general path, for every fit and misfit of a call."""
+    import itertools
+
+    from inboxguard._core import extract
+
+    def fields(a: int, b: int, c: float = 3, d: object = None) -> None: ...
+
+    calls = [(), (1,), (1, 2), (1, 2, 3), (1, 2, 3.0), (1, 2, 3, 4), (1, 2, 3, 4, 5)]
+    kwargs_s: list[dict[str, Any]] = [
+        {}, {"a": 1}, {"b": 2}, {"c": 3}, {"d": None}, {"e": 1}, {"b": 2, "c": 4.0},
+    ]  # fmt: skip
+
+    def outcome(getter: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+        try:
+            return getter(args, kwargs)
+        except TypeError as error:
+            return ("TypeError", str(error))
+
+    fast = {
+        "payload": [payload_of(a, k, fields) for a, k in itertools.product(calls, kwargs_s)],
+        "ids": {s: extract.command_id_getter(s, fields) for s in "abcd"},
+    }
+    monkeypatch.setattr(extract, "_plain_of", lambda fn, skip: None)
+    monkeypatch.setattr(extract, "_plain_parameters", lambda signature: None)
+    general = [payload_of(a, k, fields) for a, k in itertools.product(calls, kwargs_s)]
+    assert fast["payload"] == general
+    for spec, getter in fast["ids"].items():
+        slow = extract.command_id_getter(spec, fields)
+        for args, kwargs in itertools.product(calls, kwargs_s):
+            assert outcome(getter, args, kwargs) == outcome(slow, args, kwargs), spec

@@ -315,3 +315,30 @@ def test_bt14_batch_claims_count_each_entry_once(
     for outcome, n in expected.items():  # c1's first claim (guard) is the other fresh one
         assert sdk.total("inboxguard.claims", consumer="pay", outcome=outcome) == n, outcome
     assert sdk.total("inboxguard.claim.duration", consumer="pay") == 5
+
+
+def test_a_claim_probe_records_only_once_a_provider_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a meter or tracer provider the API's instruments drop every
+    measurement, so a claim makes no probe; installing either one brings it back."""
+    from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    from inboxguard._telemetry import _NO_PROBE, telemetry_for
+
+    monkeypatch.delenv("OTEL_PYTHON_METER_PROVIDER", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    _otel.reset()
+    try:
+        telemetry = telemetry_for(True)
+        assert telemetry.claim("c", "x") is _NO_PROBE
+        monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", object())
+        assert telemetry.claim("c", "x") is not _NO_PROBE
+        monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", None)
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", object())
+        assert telemetry.claim("c", "x") is not _NO_PROBE
+    finally:
+        _otel.reset()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -150,22 +149,23 @@ class InboxTask(Task):  # type: ignore[misc]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the body once per command, inside the inbox transaction."""
-        if not self.request.called_directly:
+        request = self.request  # read once: each read looks up Celery's request stack
+        if not request.called_directly:
             # The worker (or apply()) already pushed this delivery's request:
             # calling Task.__call__ would push a second one without headers.
-            return self._guarded(args, kwargs)
+            return self._guarded(request, args, kwargs)
         self.push_request(args=args, kwargs=kwargs)
         try:
-            return self._guarded(args, kwargs)
+            return self._guarded(self.request, args, kwargs)
         finally:
             self.pop_request()
 
     # -- the guarded run ---------------------------------------------------------------
 
-    def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """One delivery through the delivery script, settled by the Celery verbs."""
+    def _guarded(self, request: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One delivery (``request``, this task's current one) through the
+        delivery script, settled by the Celery verbs."""
         inbox, factory = self._require_setup()
-        request = self.request  # read once: each read looks up Celery's request stack
         retries = request.retries
         # A plain function call (no worker, no apply()) gets the errors themselves.
         direct = bool(request.called_directly)
@@ -302,6 +302,21 @@ _STAMP = (
 
 
 def _option(task: InboxTask, name: str) -> Any:
-    """A task option as given: a function stored on the class must not become a method."""
-    value = inspect.getattr_static(task, name, None)
+    """A task option as given: a function stored on the class must not become a method.
+
+    Read as ``inspect.getattr_static`` finds a plain value (the instance, then
+    each class of the MRO), without its descriptor checks: every delivery reads
+    the session factory."""
+    value = task.__dict__.get(name, _MISSING)
+    if value is _MISSING:
+        for klass in type(task).__mro__:
+            found = klass.__dict__.get(name, _MISSING)
+            if found is not _MISSING:
+                value = found
+                break
+        else:
+            return None
     return value.__func__ if isinstance(value, staticmethod) else value
+
+
+_MISSING: Any = object()
