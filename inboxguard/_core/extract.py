@@ -43,6 +43,16 @@ def payload_of(
     when the arguments do not fit the signature (the call itself will fail),
     the payload is the arguments as passed.
     """
+    plain = _plain_parameters(fn, skip) if fn is not None else None
+    if plain is not None and (bound_plain := plain.bind(args, kwargs)) is not None:
+        return {
+            "args": [],
+            "kwargs": {
+                name: value
+                for name, value, default in bound_plain
+                if not _is_default(value, default)
+            },
+        }
     passed = {"args": list(args), "kwargs": dict(kwargs)}
     signature = _signature(fn, skip) if fn is not None else None
     if signature is None:
@@ -110,6 +120,76 @@ def _read_signature(fn: Callable[..., Any], skip: int) -> inspect.Signature | No
     return signature.replace(parameters=list(signature.parameters.values())[skip:])
 
 
+class _PlainParameters:
+    """A signature whose parameters can all be named and none collects
+    extras (no positional-only, ``*args`` or ``**kwargs``): a call is bound
+    here the way ``Signature.bind`` binds it, without building a
+    ``BoundArguments``. Every guarded call binds its arguments once for the
+    payload and once for the command ID, so this is on the hot path."""
+
+    __slots__ = ("index", "parameters", "positional")
+
+    def __init__(self, parameters: list[inspect.Parameter]) -> None:
+        #: Name and default of each parameter, in order.
+        self.parameters = tuple((p.name, p.default) for p in parameters)
+        self.index = {p.name: i for i, p in enumerate(parameters)}
+        #: How many of them can be passed by position.
+        self.positional = sum(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+
+    def fits(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+        """Whether no argument is extra, unknown or given twice (a missing
+        one is ``bind``'s error alone, not ``bind_partial``'s)."""
+        n = len(args)
+        if n > self.positional:
+            return False
+        index = self.index
+        for key in kwargs:
+            i = index.get(key)
+            if i is None or i < n:
+                return False
+        return True
+
+    def bind(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> list[tuple[str, Any, Any]] | None:
+        """Name, value and default of each argument of the call, in the
+        signature's order (as ``Signature.bind(...).arguments``); None where
+        ``bind`` would raise ``TypeError``."""
+        if not self.fits(args, kwargs):
+            return None
+        n = len(args)
+        bound: list[tuple[str, Any, Any]] = []
+        for i, (name, default) in enumerate(self.parameters):
+            if i < n:
+                bound.append((name, args[i], default))
+            elif name in kwargs:
+                bound.append((name, kwargs[name], default))
+            elif default is inspect.Parameter.empty:
+                return None  # a missing argument
+        return bound
+
+
+def _plain_parameters(fn: Callable[..., Any], skip: int) -> _PlainParameters | None:
+    try:
+        return _cached_plain_parameters(fn, skip)
+    except TypeError:  # an unhashable callable
+        return None
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_plain_parameters(fn: Callable[..., Any], skip: int) -> _PlainParameters | None:
+    signature = _read_signature(fn, skip)
+    return None if signature is None else _plain_of(signature)
+
+
+def _plain_of(signature: inspect.Signature) -> _PlainParameters | None:
+    plain_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = list(signature.parameters.values())
+    if any(p.kind not in plain_kinds for p in parameters):
+        return None
+    return _PlainParameters(parameters)
+
+
 def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int = 0) -> Getter:
     """Return a function of ``(args, kwargs)`` that yields the command ID.
 
@@ -135,8 +215,16 @@ def command_id_getter(spec: CommandIdSpec, fn: Callable[..., Any], *, skip: int 
         msg = f"command_id={spec!r} names no argument of {fn.__qualname__} (arguments: {names})"
         raise ConfigurationError(msg)
     signature = signature.replace(parameters=params)
+    plain = _plain_of(signature)
 
     def getter(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        if plain is not None and plain.fits(args, kwargs):
+            i = plain.index[spec]
+            if i < len(args):
+                return as_id(args[i])
+            default = plain.parameters[i][1]
+            value = kwargs.get(spec, None if default is inspect.Parameter.empty else default)
+            return as_id(value)
         bound = signature.bind_partial(*args, **kwargs)
         bound.apply_defaults()
         return as_id(bound.arguments.get(spec))
