@@ -44,6 +44,14 @@ class Refused:
     exclude: tuple[str, ...]
     details: Mapping[str, Any]
 
+    def filed_under(self, command_id: str) -> Refused:
+        """This delivery once its command ID is known: ``dataclasses.replace``
+        spelled out (every delivery passes here; replace reads the fields
+        anew each time). A new field goes here too."""
+        return Refused(
+            self.consumer, command_id, self.message_id, self.payload, self.exclude, self.details
+        )
+
     def records(self, error: BaseException, reason: str | None = None) -> list[dict[str, Any]]:
         """Keyword arguments of ``quarantine_delivery``: as given, then a fallback
         (the message ID and the payload's text) for a delivery whose command ID

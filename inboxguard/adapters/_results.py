@@ -16,6 +16,7 @@ is imported (the task, request, broker and message are read by attribute).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 from inboxguard.inbox import InboxEntry
@@ -66,19 +67,28 @@ def dramatiq_reads(broker: Any, message: Any) -> bool:
     """
     if message is None:
         return True
-    if message.options.get("pipe_target") and not message.options.get("pipe_ignore"):
+    options = message.options
+    if options.get("pipe_target") and not options.get("pipe_ignore"):
         return True
-    from dramatiq.errors import ActorNotFound  # noqa: PLC0415 - only the Dramatiq adapter asks
-    from dramatiq.results import Results  # noqa: PLC0415
-
+    actor_not_found, results = _dramatiq_types()
     for middleware in getattr(broker, "middleware", ()):
-        if not isinstance(middleware, Results):
+        if not isinstance(middleware, results):
             continue
         try:
             actor_options = broker.get_actor(message.actor_name).options
-        except ActorNotFound:
+        except actor_not_found:
             return False
         default = actor_options.get("store_results", middleware.store_results)
-        if message.options.get("store_results", default):
+        if options.get("store_results", default):
             return True
     return False
+
+
+@functools.cache
+def _dramatiq_types() -> tuple[type[Exception], type[Any]]:
+    """Dramatiq's ``ActorNotFound`` and ``Results``, imported on the first
+    Dramatiq delivery (no other adapter imports Dramatiq), then kept."""
+    from dramatiq.errors import ActorNotFound  # noqa: PLC0415 - only the Dramatiq adapter asks
+    from dramatiq.results import Results  # noqa: PLC0415
+
+    return ActorNotFound, Results

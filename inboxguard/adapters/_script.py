@@ -182,7 +182,7 @@ def deliver(reading: Reading, rules: Rules) -> Script:
             raise reading.decode_error
         command_id = command_id_of(reading.command_id)
         sent_at = reading.sent_at()
-        record = replace(reading.record, command_id=command_id)
+        record = reading.record.filed_under(command_id)
         if not reading.direct:
             sent_at = rules.sent_time(sent_at)
     except Exception as bad:

@@ -4,6 +4,7 @@ quarantine records a settlement needs, in order, and nothing else."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -110,3 +111,11 @@ def test_a_direct_call_records_nothing() -> None:
     settled = drive(deliver(reading, _rules(record_failures=True)), fw.run, fw.record)
     assert settled.step is Step.FAIL
     assert [type(r) for r in fw.asked] == [Run]
+
+
+def test_filed_under_keeps_every_other_field() -> None:
+    """``Refused.filed_under`` is ``dataclasses.replace`` spelled out: a field
+    added to ``Refused`` must be carried over there too."""
+    values = {field.name: object() for field in dataclasses.fields(Refused)}
+    refused = Refused(**values)  # type: ignore[arg-type]
+    assert refused.filed_under("cmd-1") == dataclasses.replace(refused, command_id="cmd-1")
