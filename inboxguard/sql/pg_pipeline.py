@@ -111,10 +111,26 @@ def send(dbapi: Any, steps: Sequence[Step]) -> list[Any]:
                 if got and got[-1].status == pq.ExecStatus.PIPELINE_SYNC:
                     break
                 results.extend(got)
-        finally:
-            if pgconn.status != pq.ConnStatus.BAD:
-                pgconn.exit_pipeline_mode()
+        except BaseException:
+            _leave(pgconn, quietly=True)  # the error in flight is the one to raise
+            raise
+        _leave(pgconn)
     return _replies(results, steps, preparing, prepared)
+
+
+def _leave(pgconn: Any, *, quietly: bool = False) -> None:
+    """Leave libpq's pipeline mode (a broken connection has none to leave).
+    ``quietly``, after an error left replies unread (an interrupted wait), a
+    connection that cannot leave it is closed: its next use then fails as a
+    lost connection, which the pool replaces, instead of reading stale replies."""
+    if pgconn.status == sys.modules["psycopg"].pq.ConnStatus.BAD:
+        return
+    try:
+        pgconn.exit_pipeline_mode()
+    except Exception:
+        if not quietly:
+            raise
+        pgconn.finish()
 
 
 def _replies(

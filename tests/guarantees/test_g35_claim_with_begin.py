@@ -304,3 +304,35 @@ def _claims(engine: Engine) -> list[str]:
         names = [str(name) for name in rows]
         conn.commit()
     return names
+
+
+def test_g35_an_interrupted_pipeline_leaves_no_connection_behind_it(
+    box: Inbox, one_connection: Engine, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery interrupted while the claim's pipeline waits for its replies
+    (a KeyboardInterrupt, a worker's shutdown): the connection cannot leave
+    pipeline mode with replies unread, so it is closed; the pool replaces it,
+    nothing of the command committed, and the redelivery applies once."""
+    engine = one_connection
+    tables = create_business(engine, prefix)
+    assert _deliver(box, engine, tables, "warm")
+    with engine.connect() as conn:
+        driver = conn.connection.dbapi_connection
+    calls = {"n": 0}
+    wait = type(driver).wait
+
+    def interrupted(self: object, gen: object, *args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the sent pipeline, then the first wait for its replies
+            raise KeyboardInterrupt
+        return wait(self, gen, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(driver), "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _deliver(box, engine, tables, "a")
+    monkeypatch.undo()
+    assert driver is not None
+    assert driver.pgconn.status != 0 or driver.closed  # CONNECTION_OK is 0: closed
+    assert _deliver(box, engine, tables, "a")
+    assert count(engine, tables[1]) == 2
+    assert not _deliver(box, engine, tables, "a")
