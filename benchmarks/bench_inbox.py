@@ -19,6 +19,12 @@ same mode's chunk at once (a barrier before and after each chunk):
   Python): the floor the targets count from (issue 37), since no guard that
   writes the evidence the guarantees need can cost less;
 - ``guarded``: the mutation inside ``inbox.guard`` (fresh command IDs);
+- ``unpipelined``: the same with the pipelines of G35 and G36 turned off
+  (:func:`inboxguard.sql.pg_pipeline.usable` answering False, as it does
+  behind ``prepare_threshold=None``): ``BEGIN; SAVEPOINT`` sent as one query
+  before the claim, and the result store before ``RELEASE SAVEPOINT;
+  COMMIT``, as from G32 until G35: the A/B that decides whether the
+  pipelines pay on this machine;
 - ``duplicate``: ``inbox.guard`` on IDs committed before the round's timed
   part (no mutation runs).
 
@@ -55,6 +61,7 @@ from benchmarks import _harness
 from benchmarks._harness import Load, Target
 from benchmarks._report import table, write_section
 from inboxguard import Inbox
+from inboxguard.sql import pg_pipeline
 from tests.helpers import business_tables
 
 PG_ADMIN = os.environ.get("INBOXGUARD_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -62,7 +69,9 @@ MESSAGES = int(os.environ.get("BENCH_MESSAGES", "2000"))
 WARMUP = 300
 #: Messages per worker per mode in one interleaved chunk.
 CHUNK = 50
-MODES = ("bare", "floor", "evidence", "guarded", "duplicate")
+MODES = ("bare", "floor", "evidence", "guarded", "unpipelined", "duplicate")
+#: The modes that write an inbox of their own.
+GUARDED = frozenset({"evidence", "guarded", "unpipelined", "duplicate"})
 RETENTION = dt.timedelta(days=1)
 #: Guard / evidence row at most this (1 and 4 workers; issue 37, the moonshot
 #: 1.05); a verified duplicate at most DUP_BOUND of bare.
@@ -79,7 +88,7 @@ def _setup(url: str, base: str, workers: int) -> None:
     engine = create_engine(url)
     for mode in MODES:
         prefix = _prefix(base, mode)
-        if mode in {"evidence", "guarded", "duplicate"}:
+        if mode in GUARDED:
             Inbox(engine, retention=RETENTION, table_prefix=prefix).create_schema()
         md, accounts, _ = business_tables(prefix)
         md.create_all(engine)
@@ -90,6 +99,22 @@ def _setup(url: str, base: str, workers: int) -> None:
 
 
 def _run_mode(engine: Engine, inbox: Inbox, mode: str, ids: list[str], worker: int) -> None:
+    if mode == "unpipelined":
+        usable = pg_pipeline.usable  # a plain function, not a mock: no cost of its own
+        pg_pipeline.usable = _never
+        try:
+            _run_messages(engine, inbox, "guarded", ids, worker)
+        finally:
+            pg_pipeline.usable = usable
+        return
+    _run_messages(engine, inbox, mode, ids, worker)
+
+
+def _never(_dbapi: Any) -> bool:
+    return False
+
+
+def _run_messages(engine: Engine, inbox: Inbox, mode: str, ids: list[str], worker: int) -> None:
     _, accounts, ledger = business_tables(inbox.table_prefix)
     update = accounts.update().where(accounts.c.id == worker)
     floor = text(
@@ -205,6 +230,7 @@ def _row(label: str, workers: int, rounds: list[dict[str, float]]) -> list[objec
         _harness.ratio(rounds, "guarded", "floor"),
         _harness.ratio(rounds, "evidence", "bare"),
         _harness.ratio(rounds, "guarded", "evidence"),
+        _harness.ratio(rounds, "guarded", "unpipelined"),
         _harness.ratio(rounds, "duplicate", "bare"),
         f"{statistics.median(total / r['duplicate'] for r in rounds):,.0f}",
     ]
@@ -269,6 +295,7 @@ def main() -> None:
         "guarded / floor time",
         "evidence row / bare time",
         "guarded / evidence row time",
+        "guarded / unpipelined time",
         "verified duplicate / bare fresh time",
         "duplicates msg/s",
     ]
@@ -293,7 +320,10 @@ def main() -> None:
         " alone (its six columns into an inbox table of its own, a plain `INSERT ... VALUES"
         " ... ON CONFLICT DO NOTHING`: its key and expiry index, no claim logic), the"
         " floor the targets count from, since no guard that writes the evidence the"
-        " guarantees need can cost less.\n\n"
+        " guarantees need can cost less; `unpipelined` runs `guarded` with the"
+        " pipelines of G35 and G36 turned off (`BEGIN; SAVEPOINT` as one query before the"
+        " claim, the result store before `RELEASE SAVEPOINT; COMMIT` as one query), so"
+        " `guarded / unpipelined` is what they save (below 1) or cost here.\n\n"
         f"Targets (PostgreSQL): guarded/evidence row <= {EVIDENCE_BOUND:.2f} and a verified"
         f" duplicate <= {DUP_BOUND:.2f} of a bare message, at 1 and 4 workers. Measured:"
         f" {verdicts}. Where the time of one guard goes is measured by"
