@@ -10,7 +10,6 @@ G33 also asserts the rows and the redelivery.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,6 @@ from tests.helpers import apply, count, create_business
 pytestmark = pytest.mark.postgresql
 
 RETENTION = dt.timedelta(days=7)
-
-
-@pytest.fixture
-def box(one_connection: Engine, prefix: str) -> Iterator[Inbox]:
-    inbox = Inbox(one_connection, retention=RETENTION, table_prefix=prefix)
-    inbox.create_schema()
-    yield inbox
-    inbox.drop_schema()
 
 
 def _balance(engine: Engine, accounts: Table) -> int:

@@ -9,7 +9,6 @@ prepared statement of inboxguard's own. Read off the wire (libpq's trace,
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ from tests.helpers import apply, count, create_business
 pytestmark = pytest.mark.postgresql
 
 RETENTION = dt.timedelta(days=7)
-
-
-@pytest.fixture
-def box(one_connection: Engine, prefix: str) -> Iterator[Inbox]:
-    inbox = Inbox(one_connection, retention=RETENTION, table_prefix=prefix)
-    inbox.create_schema()
-    yield inbox
-    inbox.drop_schema()
 
 
 def _deliver(box: Inbox, engine: Engine, tables: tuple, cid: str) -> bool:  # type: ignore[type-arg]
