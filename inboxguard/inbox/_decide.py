@@ -210,7 +210,9 @@ class BoundaryAdvice:
 #: The advice for SQLAlchemy sessions and connections (the sync and async drivers).
 SQLALCHEMY_BOUNDARY = BoundaryAdvice(
     causes=(
-        "session.commit(), session.rollback(), conn.commit(), conn.rollback(), or a failed flush"
+        "session.commit(), session.rollback(), conn.commit(), conn.rollback(), a raw COMMIT"
+        " or ROLLBACK, a failed flush, or a database error caught inside the block without a"
+        " savepoint of its own, which aborts the transaction on PostgreSQL"
     ),
     savepoint="session.begin_nested() (a savepoint)",
 )

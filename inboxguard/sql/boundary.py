@@ -55,7 +55,11 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql import direct
-from inboxguard.sql.connection import TransactionMark, transaction_kept
+from inboxguard.sql.connection import (
+    TransactionMark,
+    driver_transaction_aborted,
+    transaction_kept,
+)
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.postgresql import trips
 from inboxguard.sql.driver_commit import refuse_driver_commit
@@ -234,14 +238,22 @@ class Boundary(Refusals):
                 self._session.info[SESSION_KEY] = self._outer_session
 
     def kept(self, mark: TransactionMark) -> bool:
-        """True when nothing was refused and SQLAlchemy's bookkeeping still
-        shows the marked transaction (the release then asks the database)."""
+        """True when nothing was refused, SQLAlchemy's bookkeeping still shows
+        the marked transaction, and the driver does not report it aborted by a
+        statement that failed inside the block (the release then asks the
+        database)."""
         nested = self._nested
         if nested is not None and (
             not nested.is_active or self._conn.get_nested_transaction() is not nested
         ):
             return False  # an enclosing savepoint was rolled back, and ours with it
-        return self.refused is None and transaction_kept(mark)
+        # A statement that failed inside the block, its error caught there,
+        # aborted the transaction: neither the block nor the claim can commit.
+        return (
+            self.refused is None
+            and transaction_kept(mark)
+            and not driver_transaction_aborted(self._conn)
+        )
 
     def keep_for_commit(
         self,

@@ -50,6 +50,7 @@ __all__ = [
     "check_engine",
     "connection_of",
     "driver_left_transaction",
+    "driver_transaction_aborted",
     "refuse_shared_pool",
     "refuse_split_session",
     "shared_pool_problem",
@@ -66,6 +67,8 @@ _FIX = (
 )
 #: psycopg's ``TransactionStatus`` INTRANS and INERROR: inside a transaction block.
 _PG_IN_TRANSACTION = (2, 3)
+#: psycopg's ``TransactionStatus`` INERROR: a failed statement aborted the transaction.
+_PG_ABORTED = 3
 #: MySQL's ``SERVER_STATUS_IN_TRANS`` bit of the server status flags.
 _MYSQL_IN_TRANS = 1
 
@@ -299,6 +302,20 @@ def driver_left_transaction(conn: Connection) -> bool:
             _PSYCOPG.add(type(driver))  # info is a view of pgconn, built anew on each read
         return int(info.transaction_status) == 0  # IDLE: no transaction block
     return False
+
+
+def driver_transaction_aborted(conn: Connection) -> bool:
+    """True when the driver connection reports, in process, that a failed
+    statement aborted its transaction (PostgreSQL through psycopg, sync or
+    asyncio: nothing but a rollback, whole or to a savepoint, can follow);
+    False when it is healthy, lost (an invalidated connection, which the
+    caller's error already reports) or the driver cannot tell (asyncpg, the
+    other drivers)."""
+    if conn.invalidated or conn.closed:
+        return False
+    pgconn = getattr(conn.connection.driver_connection, "pgconn", None)
+    status = getattr(pgconn, "transaction_status", None)
+    return status is not None and int(status) == _PG_ABORTED
 
 
 #: psycopg's connection classes seen by :func:`driver_left_transaction`.

@@ -10,6 +10,7 @@ block's changes did, and the command was applied once.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Table, create_engine, event, select, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from inboxguard import ConfigurationError, Inbox
@@ -252,6 +254,43 @@ def test_g19_a_transaction_ended_behind_sqlalchemy_is_caught_at_the_exit(
     assert inbox.lookup("c", "rb") is None
     assert count(engine, ledger) == 0
     assert _redeliver(inbox, engine, accounts, ledger, "rb")
+    assert _balance(engine, accounts) == 10
+
+
+@pytest.mark.parametrize("result", [None, {"ok": True}])
+@pytest.mark.parametrize("kind", ["session", "connection"])
+def test_g19_a_database_error_caught_inside_the_block(
+    inbox: Inbox, engine: Engine, kind: str, result: dict[str, bool] | None
+) -> None:
+    """The handler writes, runs a statement that fails, catches its error and
+    returns (with a result to store, or none). PostgreSQL has aborted the
+    transaction: the guard raises ConfigurationError at the exit, before its
+    result store, and rolls back, so nothing commits and the redelivery
+    applies once. The other databases undo the failed statement alone, so
+    the block's write and the claim commit together and the redelivery is a
+    duplicate."""
+    accounts, ledger = create_business(engine, inbox.table_prefix)
+    aborts = engine.dialect.name == "postgresql"
+
+    def deliver() -> None:
+        with Session(engine) as session, session.begin():
+            target: Session | Connection = session if kind == "session" else session.connection()
+            with inbox.guard(target, consumer="c", command_id="ce", payload={"n": 1}) as entry:
+                apply(session.connection(), accounts, ledger, "ce", 10)
+                with contextlib.suppress(DBAPIError):  # the mistake under test
+                    session.connection().execute(text("SELECT * FROM no_such_table_g19"))
+                entry.result = result
+
+    if aborts:
+        with pytest.raises(ConfigurationError, match="caught inside the block"):
+            deliver()
+        assert inbox.lookup("c", "ce") is None
+        assert count(engine, ledger) == 0
+        assert _redeliver(inbox, engine, accounts, ledger, "ce")
+    else:
+        deliver()
+        assert not _redeliver(inbox, engine, accounts, ledger, "ce")
+    assert count(engine, ledger) == 1
     assert _balance(engine, accounts) == 10
 
 

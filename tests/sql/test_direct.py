@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import inboxguard
@@ -176,18 +176,18 @@ def _fail_a_statement(conn: Session | Connection, table: str) -> None:
     ("caller", "failure", "expected"),
     [
         ("session", "flush", inboxguard.ConfigurationError),
-        ("session", "statement", InternalError),
-        ("connection", "statement", InternalError),
+        ("session", "statement", inboxguard.ConfigurationError),
+        ("connection", "statement", inboxguard.ConfigurationError),
     ],
 )
 def test_a_statement_failed_inside_the_block_ends_the_same_on_both_paths(
     box: inboxguard.Inbox, pg_url: str, caller: str, failure: str, expected: type[Exception]
 ) -> None:
     """A block that swallows a failed statement and assigns a result. After a
-    failed flush the Session has rolled its transaction back: the boundary
-    error. After a failed statement the transaction is aborted: the driver's
-    error, as SQLAlchemy's ``InternalError``. Both paths raise the same, and
-    no evidence is stored."""
+    failed flush the Session has rolled its transaction back; after a failed
+    statement psycopg reports the transaction aborted: the boundary error
+    either way, raised before the result store is sent. Both paths raise the
+    same, and no evidence is stored."""
     traced = create_engine(pg_url)
     event.listen(traced, "before_cursor_execute", lambda *_a: None)
     table = f"{box.table_prefix}one"
