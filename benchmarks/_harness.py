@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 MIN_ROUNDS = 5
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -173,7 +173,12 @@ class Target:
     """One numeric target and what a run measured for it.
 
     ``bound`` is the limit, ``better`` is ``"lower"`` (the measured median
-    must be <= bound) or ``"higher"`` (>= bound).
+    must be <= bound) or ``"higher"`` (>= bound). ``floor`` is, where the
+    benchmark times one, the same ratio taken in the same run with the
+    evidence row alone in the guard's place (issue 37: no guard that writes
+    the evidence the guarantees need can cost less), and ``floor_variant``
+    names what was timed; a target the floor itself misses is out of reach
+    by design, and the verdict says so.
     """
 
     benchmark: str
@@ -182,6 +187,8 @@ class Target:
     better: str
     measured: Ratio
     note: str = ""
+    floor: Ratio | None = None
+    floor_variant: str = ""
 
     def __post_init__(self) -> None:
         if self.better not in ("lower", "higher"):
@@ -190,21 +197,36 @@ class Target:
                 " must be <= bound) or 'higher' (>= bound)"
             )
 
+    def _meets(self, value: float) -> bool:
+        return value <= self.bound if self.better == "lower" else value >= self.bound
+
     @property
     def met(self) -> bool:
         """Whether the median meets the bound."""
-        if self.better == "lower":
-            return self.measured.median <= self.bound
-        return self.measured.median >= self.bound
+        return self._meets(self.measured.median)
+
+    @property
+    def out_of_reach(self) -> bool:
+        """Whether the evidence row alone, timed in the same run, misses the bound too."""
+        return self.floor is not None and not self._meets(self.floor.median)
+
+    def verdict(self) -> str:
+        """``met``, ``**missed**``, or ``**missed**, out of reach at the floor``."""
+        if self.met:
+            return "met"
+        if self.out_of_reach:
+            return "**missed**, out of reach: the evidence row alone misses it too"
+        return "**missed**"
 
     def row(self) -> list[str]:
         sign = "<=" if self.better == "lower" else ">="
-        verdict = "met" if self.met else "**missed**"
+        floor = "-" if self.floor is None else f"{self.floor} ({self.floor_variant})"
         return [
             self.label,
             f"{sign} {self.bound:.2f}",
             str(self.measured),
-            verdict + (f": {self.note}" if self.note else ""),
+            floor,
+            self.verdict() + (f": {self.note}" if self.note else ""),
         ]
 
 
@@ -238,7 +260,7 @@ def record(
         "load": str(load),
         "command": command or f"python -m benchmarks {name}",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-        "targets": [{**asdict(t), "measured": asdict(t.measured)} for t in targets],
+        "targets": [asdict(t) for t in targets],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
     return True
@@ -256,13 +278,22 @@ class Recorded:
     targets: list[Target]
 
 
+def _target(data: dict[str, Any]) -> Target:
+    floor = data.pop("floor", None)
+    return Target(
+        measured=Ratio(**data.pop("measured")),
+        floor=None if floor is None else Ratio(**floor),
+        **data,
+    )
+
+
 def recorded_runs() -> list[Recorded]:
     """Every results file, in file-name order; a malformed one is named in the error."""
     out: list[Recorded] = []
     for path in sorted(RESULTS.glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            targets = [Target(measured=Ratio(**t.pop("measured")), **t) for t in data["targets"]]
+            targets = [_target(t) for t in data["targets"]]
             out.append(
                 Recorded(
                     benchmark=data["benchmark"],

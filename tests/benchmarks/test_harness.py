@@ -151,9 +151,39 @@ def test_target_verdicts_and_bad_direction() -> None:
     assert _target(1.30).met
     assert not _target(1.31).met
     assert _target(1.31, better="higher").met
-    assert _target(1.46).row() == ["guarded / bare", "<= 1.30", "1.46 (1.36-1.56)", "**missed**"]
+    assert _target(1.46).row() == [
+        "guarded / bare",
+        "<= 1.30",
+        "1.46 (1.36-1.56)",
+        "-",
+        "**missed**",
+    ]
     with pytest.raises(ValueError, match="better='less'"):
         _target(1.0, better="less")
+
+
+def test_a_target_the_evidence_row_misses_too_is_out_of_reach() -> None:
+    """The floor (the evidence row alone, same ratio, same run) decides whether
+    a miss is the guard's or the design's."""
+    floor = Ratio(1.35, 1.3, 1.4, 5)
+    beyond = Target(
+        "b", "t", 1.30, "lower", Ratio(1.5, 1.4, 1.6, 5), floor=floor, floor_variant="ev"
+    )
+    assert beyond.out_of_reach
+    assert beyond.row()[3:] == [
+        "1.35 (1.30-1.40) (ev)",
+        "**missed**, out of reach: the evidence row alone misses it too",
+    ]
+    within = Target(
+        "b", "t", 1.40, "lower", Ratio(1.5, 1.4, 1.6, 5), floor=floor, floor_variant="ev"
+    )
+    assert not within.out_of_reach
+    assert within.row()[4] == "**missed**"
+    higher = Target(
+        "b", "t", 0.90, "higher", Ratio(0.7, 0.6, 0.8, 5), floor=Ratio(0.85, 0.8, 0.9, 5)
+    )
+    assert higher.out_of_reach
+    assert not _target(1.46).out_of_reach  # no floor timed: a plain miss
 
 
 def test_targets_table_is_built_from_the_results_files_only(page: Path, results: Path) -> None:
@@ -165,7 +195,15 @@ def test_targets_table_is_built_from_the_results_files_only(page: Path, results:
     assert not _harness.record("smoke", [_target(1.0)], load, 1)
     assert not results.exists()
     met = Target("inbox", "guarded / bare, 4 workers", 1.40, "lower", Ratio(1.2, 1.1, 1.3, 5))
-    missed = Target("peers", "vs Powertools, 1 worker", 1.25, "higher", Ratio(1.1, 1.0, 1.2, 6))
+    missed = Target(
+        "peers",
+        "vs Powertools, 1 worker",
+        1.25,
+        "higher",
+        Ratio(1.1, 1.0, 1.2, 6),
+        floor=Ratio(1.3, 1.2, 1.4, 6),
+        floor_variant="evidence row",
+    )
     assert _harness.record("inbox", [met], load, 5)
     assert _harness.record("peers", [missed], load, 6, command="python -m benchmarks peers")
     stored = json.loads((results / "peers.json").read_text())
@@ -180,10 +218,11 @@ def test_targets_table_is_built_from_the_results_files_only(page: Path, results:
     section = page.read_text().split("<!-- bench:targets -->")[1]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert rows[0].startswith(
-        "| `inbox` | guarded / bare, 4 workers | <= 1.40 | 1.20 (1.10-1.30) | met |"
+        "| `inbox` | guarded / bare, 4 workers | <= 1.40 | 1.20 (1.10-1.30) | - | met |"
     )
     assert rows[1].startswith(
-        "| `peers` | vs Powertools, 1 worker | >= 1.25 | 1.10 (1.00-1.20) | **missed** |"
+        "| `peers` | vs Powertools, 1 worker | >= 1.25 | 1.10 (1.00-1.20)"
+        " | 1.30 (1.20-1.40) (evidence row) | **missed** |"
     )
     assert "6 rounds" in rows[1]
     assert len(rows) == 2
