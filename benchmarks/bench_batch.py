@@ -221,6 +221,8 @@ def main() -> None:
         better="lower",
         measured=_harness.ratio(per_round, "batch100", "bare100"),
         note="PostgreSQL, 1 worker",
+        floor=_harness.ratio(per_round, "evidence100", "bare100"),
+        floor_variant="`evidence100` / bare",
     )
     targets = [moonshot, *_peer_target(per_round), *_batch_scaling.targets(scaling)]
     _harness.record("batch", targets, load, n_rounds)
@@ -275,6 +277,8 @@ def _peer_target(per_round: list[Mapping[str, float]]) -> list[_harness.Target]:
             better="higher",
             measured=_harness.ratio(per_round, "powertools100", "batch100"),
             note="PostgreSQL and Redis, 1 worker",
+            floor=_harness.ratio(per_round, "powertools100", "evidence100"),
+            floor_variant="Powertools / `evidence100`",
         )
     ]
 

@@ -345,6 +345,37 @@ def main() -> None:
     _publish(rounds, digest, load, n_rounds)
 
 
+#: The inbox benchmark's target for the guard against the evidence row.
+EVIDENCE_BOUND = 1.10
+
+
+def _cheapest(rounds: list[dict[str, float]]) -> tuple[str, _harness.Ratio]:
+    """The boundary variant (each keeps G17-G24) cheapest against the evidence row."""
+    ratios = {name: _harness.ratio(rounds, name, "evidence row") for name in BOUNDARY}
+    name = min(ratios, key=lambda n: ratios[n].median)
+    return name, ratios[name]
+
+
+def _bound(rounds: list[dict[str, float]]) -> _harness.Target:
+    """The database side of the guard, its cheapest boundary, against the
+    evidence row: with no inboxguard Python at all, the least the inbox
+    benchmark's guard / evidence row can be; missed, that target is out of
+    reach by design."""
+    name, least = _cheapest(rounds)
+    return _harness.Target(
+        "candidates",
+        "database side of the guard (claim and savepoint, no inboxguard Python),"
+        " its cheapest boundary / evidence row",
+        EVIDENCE_BOUND,
+        "lower",
+        least,
+        note=(
+            f"`{name}`; the least `inbox`'s guard / evidence row can be (the claim alone,"
+            f" no savepoint: {_harness.ratio(rounds, 'now', 'evidence row')})"
+        ),
+    )
+
+
 def _us(rounds: list[dict[str, float]], key: str) -> str:
     return f"{_harness.median(rounds, key) * 1e6:.0f}"
 
@@ -399,6 +430,7 @@ def _publish(rounds: list[dict[str, float]], digest: float, load: Load, n_rounds
     guard_row = _harness.ratio(rounds, "guard", "evidence row")
     shared_row = _harness.ratio(rounds, ONE_QUERY, "evidence row")
     shipped_row = _harness.ratio(rounds, WITH_CLAIM, "evidence row")
+    cheapest, least = _cheapest(rounds)
     body = f"""
 {METHOD}
 
@@ -418,10 +450,15 @@ with the savepoint sent with the `BEGIN` and the release with the `COMMIT`
 (`{ONE_QUERY}`, what a guarded message sent on psycopg from G32 until G35),
 {shared_row}; with the claim in the same round trip as the `BEGIN` and the
 savepoint too (`{WITH_CLAIM}`, one libpq pipeline, what a guarded message sends
-on psycopg since G35), {shipped_row}: the least the database side of the guard
-costs here, one round trip fewer than the evidence row's transaction (whose
-`BEGIN` psycopg sends alone),
-since the claim alone is {now_row}; against the one-column floor, the claim costs {now_floor}, the
+on psycopg since G35), {shipped_row}, one round trip fewer than the evidence
+row's transaction (whose `BEGIN` psycopg sends alone). Sent here from raw
+psycopg, that pipeline's own client cost outweighs the round trip it saves on
+this 2-core machine; inside the package the inbox benchmark's `unpipelined`
+mode times the same cut end to end. The cheapest boundary here is
+`{cheapest}`, {least} of the evidence row (recorded as the bound of the
+inbox benchmark's target: with no inboxguard Python at all, the guard
+cannot come closer to the row than that), and the claim alone, with no
+savepoint, is {now_row}; against the one-column floor, the claim costs {now_floor}, the
 claim sent until 2026-12-01 {before_floor}, the split claim {split_floor}
 and the evidence row itself {row_floor}. The cuts of the boundary, each
 against `guard`: {cuts}.
@@ -429,6 +466,7 @@ The payload digest, timed alone, takes {digest * 1e6:.1f} µs, {digest / fresh_n
 of a fresh message here: the most any faster encoder could save.
 """
     print(body)
+    _harness.record("candidates", [_bound(rounds)], load, n_rounds)
     write_section(
         "candidates",
         "Speed candidates against today's claim",

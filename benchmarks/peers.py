@@ -146,6 +146,7 @@ def _throughput_rows(
         rows.append([LABELS[variant], workers, f"{us:,.0f}", str(cost), dup])
     ratios["inboxguard/powertools"] = _harness.ratio(rounds, "powertools", "inboxguard")
     ratios["inboxguard/evidence"] = _harness.ratio(rounds, "inboxguard", "evidence")
+    ratios["evidence/powertools"] = _harness.ratio(rounds, "powertools", "evidence")
     return rows, ratios
 
 
@@ -182,6 +183,8 @@ def _targets(per_workers: Mapping[int, dict[str, _harness.Ratio]]) -> list[_harn
                 POWERTOOLS_BOUNDS.get(workers, POWERTOOLS_BOUNDS[4]),
                 "higher",
                 ratios["inboxguard/powertools"],
+                floor=ratios["evidence/powertools"],
+                floor_variant="Powertools' time / the evidence row's",
             )
         )
         targets.append(
@@ -191,6 +194,8 @@ def _targets(per_workers: Mapping[int, dict[str, _harness.Ratio]]) -> list[_harn
                 0.55,
                 "lower",
                 ratios["inboxguard:dup"],
+                floor=ratios["evidence:dup"],
+                floor_variant="the evidence row's conflict / bare",
             )
         )
     return targets
