@@ -12,6 +12,8 @@
 ``INBOXGUARD_DRAMATIQ_REDIS_HEARTBEAT_MS``  Redis heartbeat timeout (default 60000)
 ``INBOXGUARD_DRAMATIQ_HANG_IN_BODY``  an order whose actor stops for good in its transaction
 ``INBOXGUARD_DRAMATIQ_HANG_AFTER_COMMIT``  one that stops for good after the COMMIT, unacked
+``INBOXGUARD_DRAMATIQ_EVIDENCE``    benchmark only: ``1`` with ``GUARD=0`` adds a plain insert
+                                    of the inbox row (the evidence-row floor, see the worker)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Settings:
     redis_heartbeat_ms: int
     hang_in_body: str = ""
     hang_after_commit: str = ""
+    evidence: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -61,6 +64,7 @@ class Settings:
             redis_heartbeat_ms=int(get("REDIS_HEARTBEAT_MS", "60000")),
             hang_in_body=get("HANG_IN_BODY", ""),
             hang_after_commit=get("HANG_AFTER_COMMIT", ""),
+            evidence=get("EVIDENCE", "0") != "0",
         )
 
     def env(self) -> dict[str, str]:
@@ -78,4 +82,5 @@ class Settings:
             PREFIX_ENV + "REDIS_HEARTBEAT_MS": str(self.redis_heartbeat_ms),
             PREFIX_ENV + "HANG_IN_BODY": self.hang_in_body,
             PREFIX_ENV + "HANG_AFTER_COMMIT": self.hang_after_commit,
+            PREFIX_ENV + "EVIDENCE": "1" if self.evidence else "0",
         }

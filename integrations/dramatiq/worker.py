@@ -5,6 +5,13 @@ options are checked against the middleware present when they are declared.
 With ``INBOXGUARD_DRAMATIQ_GUARD=0`` the same actor runs in a plain
 transaction, without the inbox (the benchmark's baseline). The hang settings
 stop the ``ship`` actor at a known point for the kill tests.
+
+Benchmark only: ``INBOXGUARD_DRAMATIQ_EVIDENCE=1`` (with ``GUARD=0``) makes the
+plain ``ship`` also write the inbox row in its transaction, a plain ``INSERT
+... ON CONFLICT DO NOTHING`` of its six columns (``benchmarks.bench_inbox``),
+and skip the body when that inserted nothing: the evidence-row floor of
+``python -m benchmarks dramatiq``. It is no guard (no digest check, no stored
+result, no quarantine) and imports the ``benchmarks`` package of a checkout.
 """
 
 from __future__ import annotations
@@ -12,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 from dramatiq.middleware import AsyncIO
 from dramatiq.results import Results
 from dramatiq.results.backends import RedisBackend
 from sqlalchemy import create_engine, insert
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,6 +55,21 @@ if settings.guard:
     broker.add_middleware(
         InboxMiddleware(inbox, session_factory=Sessions, async_session_factory=AsyncSessions)
     )
+if settings.evidence:
+    if settings.guard:
+        raise SystemExit("INBOXGUARD_DRAMATIQ_EVIDENCE=1 is the plain worker's: set GUARD=0")
+    # Benchmark only (see the module's docstring).
+    from benchmarks.bench_inbox import evidence_row, evidence_statement
+
+    evidence_insert = evidence_statement(
+        make_inbox(engine, settings.prefix, settings.retention_days)
+    )
+
+
+def evidence_written(session: Session, order_id: str) -> bool:
+    """Benchmark only: insert the command's inbox row plainly; False if it was there."""
+    written = cast("CursorResult[Any]", session.execute(evidence_insert, evidence_row(order_id)))
+    return written.rowcount == 1
 
 
 class DelayAcks(dramatiq.Middleware):
@@ -98,11 +121,13 @@ def apply_shipment(session: Session, order_id: str, sku: str, qty: int) -> dict[
 @dramatiq.actor(
     queue_name=settings.queue, max_retries=10, min_backoff=200, store_results=True, **GUARD_OPTIONS
 )
-def ship(order_id: str, sku: str, qty: int) -> dict[str, Any]:
+def ship(order_id: str, sku: str, qty: int) -> dict[str, Any] | None:
     """Ship an order once, however often its command is delivered."""
     if settings.guard:
         return apply_shipment(inboxguard.current_session(), order_id, sku, qty)
     with Sessions.begin() as session:
+        if settings.evidence and not evidence_written(session, order_id):
+            return None
         return apply_shipment(session, order_id, sku, qty)
 
 
