@@ -145,6 +145,8 @@ def main() -> None:
             bound=TARGET,
             better="higher",
             measured=ratios[0],
+            floor=floor,
+            floor_variant="evidence row / plain",
         )
         _harness.record("dramatiq", [target], load, n_rounds)
         rows = []
