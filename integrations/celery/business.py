@@ -26,6 +26,9 @@ from sqlalchemy.engine import Engine
 import inboxguard
 
 ACCOUNTS = [f"acct-{n}" for n in range(8)]
+#: Table prefix (after the app's) of the benchmark floor's inbox table, which
+#: only ``python -m benchmarks celery`` creates (``tasks.apply_transfer_evidence``).
+EVIDENCE_PREFIX = "ev_"
 
 
 @dataclass(frozen=True)

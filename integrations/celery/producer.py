@@ -40,10 +40,18 @@ def with_copies(items: Sequence[Command], copies: int, *, seed: int = 11) -> lis
 
 
 def publish(
-    app: Celery, settings: Settings, items: Iterable[Command], *, plain: bool = False
+    app: Celery,
+    settings: Settings,
+    items: Iterable[Command],
+    *,
+    plain: bool = False,
+    task: str | None = None,
 ) -> int:
-    """Send each command as its own task (a new task id each time); return how many."""
-    name = PLAIN_TASK_NAME if plain else TASK_NAME
+    """Send each command as its own task (a new task id each time); return how many.
+
+    The guarded task, the plain one with ``plain``, or the task named ``task``.
+    """
+    name = task or (PLAIN_TASK_NAME if plain else TASK_NAME)
     sent = 0
     with app.producer_or_acquire() as producer:
         for transfer_id, account, amount in items:

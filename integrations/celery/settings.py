@@ -28,6 +28,8 @@ from kombu import Exchange, Queue
 
 TASK_NAME = "reference.apply_transfer"
 PLAIN_TASK_NAME = "reference.apply_transfer_plain"
+#: The benchmark's floor (``python -m benchmarks celery``), not for users.
+EVIDENCE_TASK_NAME = "reference.apply_transfer_evidence"
 
 
 @dataclass(frozen=True)
