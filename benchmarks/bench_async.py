@@ -187,6 +187,8 @@ def main() -> None:
             BOUNDS[w],
             "lower",
             _harness.ratio(rounds, "guarded", "bare"),
+            floor=_harness.ratio(rounds, "evidence", "bare"),
+            floor_variant="evidence row / bare",
         )
         for w, rounds in measured.items()
     ]

@@ -149,16 +149,18 @@ def main() -> None:
         admin.dispose()
     load.stop()
     measured = _harness.ratio(per_round, "inbox", "plain")
+    floor = _harness.ratio(per_round, "evidence", "plain")
+    over_floor = _harness.ratio(per_round, "inbox", "evidence")
     target = _harness.Target(
         benchmark="celery",
         label="Celery task, Redis, end to end: inbox / plain throughput",
         bound=TARGET,
         better="higher",
         measured=measured,
+        floor=floor,
+        floor_variant="evidence row / plain",
     )
     _harness.record("celery", [target], load, n_rounds)
-    floor = _harness.ratio(per_round, "evidence", "plain")
-    over_floor = _harness.ratio(per_round, "inbox", "evidence")
     rows = [
         ["plain transaction (baseline)", *_rates(per_round, "plain"), "1.00", "-"],
         ["evidence row: plain + the inbox row's `INSERT ... ON CONFLICT DO NOTHING` (floor)",
