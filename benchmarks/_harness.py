@@ -207,7 +207,8 @@ class Target:
 
     @property
     def out_of_reach(self) -> bool:
-        """Whether the evidence row alone, timed in the same run, misses the bound too."""
+        """Whether the floor (the evidence row alone, same ratio, or the bound another benchmark
+        measures for it) misses the bound too."""
         return self.floor is not None and not self._meets(self.floor.median)
 
     def verdict(self) -> str:
@@ -215,7 +216,7 @@ class Target:
         if self.met:
             return "met"
         if self.out_of_reach:
-            return "**missed**, out of reach: the evidence row alone misses it too"
+            return "**missed**, out of reach: its floor (next column) misses it too"
         return "**missed**"
 
     def row(self) -> list[str]:

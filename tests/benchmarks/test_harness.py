@@ -172,7 +172,7 @@ def test_a_target_the_evidence_row_misses_too_is_out_of_reach() -> None:
     assert beyond.out_of_reach
     assert beyond.row()[3:] == [
         "1.35 (1.30-1.40) (ev)",
-        "**missed**, out of reach: the evidence row alone misses it too",
+        "**missed**, out of reach: its floor (next column) misses it too",
     ]
     within = Target(
         "b", "t", 1.40, "lower", Ratio(1.5, 1.4, 1.6, 5), floor=floor, floor_variant="ev"
