@@ -8,7 +8,7 @@ from sqlalchemy import Table, inspect
 from sqlalchemy.engine import Engine
 
 from inboxguard import Inbox
-from inboxguard.sql.dialects.postgresql.partitions import Granularity
+from inboxguard.sql.dialects.postgresql.partition_periods import Granularity
 
 __all__ = ["missing_table", "open_inbox"]
 

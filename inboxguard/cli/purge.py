@@ -16,7 +16,7 @@ from inboxguard.cli._command import run_on_database
 from inboxguard.cli._duration import parse_duration
 from inboxguard.cli._inbox import missing_table, open_inbox
 from inboxguard.cli._output import EXIT_FOUND, EXIT_OK, UsageError, emit_json, plain
-from inboxguard.sql.dialects.postgresql.partitions import GRANULARITIES
+from inboxguard.sql.dialects.postgresql.partition_periods import GRANULARITIES
 
 __all__ = ["ProgressBar", "register"]
 

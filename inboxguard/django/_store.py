@@ -44,7 +44,7 @@ from inboxguard.inbox.drivers import GuardFlows, SentAtSpec, registering, sync_h
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from inboxguard.sql.dialects.postgresql.partitions import Granularity
+    from inboxguard.sql.dialects.postgresql.partition_periods import Granularity
 
 R = TypeVar("R")
 

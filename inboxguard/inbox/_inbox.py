@@ -41,7 +41,7 @@ from inboxguard.inbox._quarantine import QuarantineStore
 from inboxguard.inbox._records import InboxEntry
 from inboxguard.inbox._settings import DEFAULT_LOCK_TIMEOUT, check_settings, warn_about_pool
 from inboxguard.inbox._store import StoreCapabilities
-from inboxguard.sql.dialects.postgresql.partitions import Granularity, check_granularity
+from inboxguard.sql.dialects.postgresql.partition_periods import Granularity, check_granularity
 from inboxguard.sql.tables import inbox_tables
 
 if TYPE_CHECKING:

@@ -18,12 +18,8 @@ from inboxguard._core.retention import RetentionPolicy
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects import database_for, partitioning_unsupported
 from inboxguard.sql.dialects.postgresql.partition_catalog import LayoutFacts
-from inboxguard.sql.dialects.postgresql.partitions import (
-    DropOutcome,
-    Granularity,
-    PartitionLayout,
-    next_period,
-)
+from inboxguard.sql.dialects.postgresql.partition_periods import Granularity, next_period
+from inboxguard.sql.dialects.postgresql.partitions import DropOutcome, PartitionLayout
 from inboxguard.sql.tables import InboxTables
 
 __all__ = [

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from inboxguard.sql.dialects.postgresql.partitions import Granularity
+    from inboxguard.sql.dialects.postgresql.partition_periods import Granularity
     from inboxguard.sql.tables import InboxTables
 
 __all__ = ["InboxStore", "SqlInboxStore", "StoreCapabilities", "is_inbox_store", "is_sql_store"]

@@ -38,83 +38,29 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 from sqlalchemy import Column, Connection, Index, MetaData, Table, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from inboxguard._core.checks import IDENTIFIER_LIMIT
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql.dialects.postgresql.partition_catalog import LayoutFacts, read_layout
+from inboxguard.sql.dialects.postgresql.partition_periods import (
+    Granularity,
+    next_period,
+    period_start,
+)
 from inboxguard.sql.errors import is_busy
 from inboxguard.sql.table_text import translated_schema
 from inboxguard.sql.tables import InboxTables
 
-__all__ = [
-    "GRANULARITIES",
-    "DropOutcome",
-    "Granularity",
-    "PartitionLayout",
-    "check_granularity",
-    "claim_lock_seed",
-]
+__all__ = ["DropOutcome", "PartitionLayout", "claim_lock_seed"]
 
 logger = logging.getLogger("inboxguard")
 
-Granularity = Literal["daily", "weekly", "monthly"]
-#: The accepted values of ``Inbox(partitioning=...)``.
-GRANULARITIES: tuple[str, ...] = ("daily", "weekly", "monthly")
 #: How long the purge's and the creation's DDL wait for a lock before giving
 #: up (the next maintenance call tries again): claims that arrive meanwhile
 #: queue behind the waiting request, at most this long, once per call.
 DDL_LOCK_TIMEOUT = dt.timedelta(milliseconds=100)
-_SUFFIX = "_p20260101_key"  # the longest name derived from a partition
-
-
-def check_granularity(value: object, prefix: str) -> Granularity | None:
-    """Return a valid ``partitioning`` value (None: unpartitioned).
-
-    Raises:
-        ConfigurationError: not one of :data:`GRANULARITIES`, or the table
-            prefix leaves no room for the partition names.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in GRANULARITIES:
-        choices = ", ".join(repr(g) for g in GRANULARITIES)
-        msg = (
-            f"partitioning must be one of {choices} or None, got {value!r}; e.g."
-            " Inbox(engine, retention=..., partitioning='daily')"
-        )
-        raise ConfigurationError(msg)
-    longest = len(f"{prefix}inbox{_SUFFIX}")
-    if longest > IDENTIFIER_LIMIT:
-        msg = (
-            f"table_prefix {prefix!r} is too long for partitioning: the partition names"
-            f" (e.g. {prefix}inbox{_SUFFIX}) would exceed {IDENTIFIER_LIMIT} characters;"
-            f" use a prefix of at most {IDENTIFIER_LIMIT - len('inbox' + _SUFFIX)} characters"
-        )
-        raise ConfigurationError(msg)
-    return value  # type: ignore[return-value]
-
-
-def period_start(at: dt.datetime, granularity: Granularity) -> dt.datetime:
-    """The first instant (naive UTC) of the period holding ``at``."""
-    day = at.astimezone(dt.UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
-    if granularity == "weekly":
-        return day - dt.timedelta(days=day.weekday())
-    if granularity == "monthly":
-        return day.replace(day=1)
-    return day
-
-
-def next_period(start: dt.datetime, granularity: Granularity) -> dt.datetime:
-    """The first instant of the period after the one starting at ``start``."""
-    if granularity == "daily":
-        return start + dt.timedelta(days=1)
-    if granularity == "weekly":
-        return start + dt.timedelta(days=7)
-    return (start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
 
 
 def claim_lock_seed(inbox_name: str) -> int:
