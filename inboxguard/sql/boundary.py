@@ -55,11 +55,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from inboxguard.errors import ConfigurationError
 from inboxguard.sql import direct
-from inboxguard.sql.connection import (
-    TransactionMark,
-    driver_transaction_aborted,
-    transaction_kept,
-)
+from inboxguard.sql.connection import TransactionMark, driver_transaction_aborted, transaction_kept
 from inboxguard.sql.dialects import database_for
 from inboxguard.sql.dialects.postgresql import trips
 from inboxguard.sql.driver_commit import refuse_driver_commit
