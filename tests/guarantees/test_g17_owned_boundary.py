@@ -294,6 +294,34 @@ def test_g19_a_database_error_caught_inside_the_block(
     assert _balance(engine, accounts) == 10
 
 
+@pytest.mark.parametrize("kind", ["session", "connection"])
+def test_g19_a_database_error_caught_in_a_savepoint_of_its_own_is_accepted(
+    inbox: Inbox, engine: Engine, kind: str
+) -> None:
+    """The safe form of the mistake above: the statement that may fail runs in
+    ``begin_nested()``, whose rollback undoes the failure alone. The guard
+    accepts it on every database: the block's write, its result and the claim
+    commit together, and the redelivery is a duplicate that returns the result."""
+    accounts, ledger = create_business(engine, inbox.table_prefix)
+    with Session(engine) as session, session.begin():
+        target: Session | Connection = session if kind == "session" else session.connection()
+        with inbox.guard(target, consumer="c", command_id="sp", payload={"n": 1}) as entry:
+            apply(session.connection(), accounts, ledger, "sp", 10)
+            conn = session.connection()
+            nested = conn.begin_nested()
+            try:
+                conn.execute(text("SELECT * FROM no_such_table_g19"))
+            except DBAPIError:
+                nested.rollback()
+            entry.result = {"ok": True}
+    assert not _redeliver(inbox, engine, accounts, ledger, "sp")
+    stored = inbox.lookup("c", "sp")
+    assert stored is not None
+    assert stored.result == {"ok": True}
+    assert count(engine, ledger) == 1
+    assert _balance(engine, accounts) == 10
+
+
 def test_g20_mariadb_deadlock_retried_inside_the_block(mysql_url: str, prefix: str) -> None:
     """InnoDB resolves a deadlock by rolling back the victim's whole transaction,
     claim included (error 1213). A handler that catches it and retries the
